@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * State of one mounted clamfs and the helpers shared by the FUSE request
+ * handlers (ops_*.c). Only FUSE-facing files include this header.
+ */
+#ifndef CLAMFS_FS_H
+#define CLAMFS_FS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+
+#include "inode.h"
+
+struct clamfs_fs {
+	struct inode_table *itab;
+	double attr_timeout;
+	double entry_timeout;
+	double negative_timeout;
+	bool default_permissions;
+};
+
+/* The request table handed to fuse_session_new (ops.c). */
+extern const struct fuse_lowlevel_ops clamfs_ops;
+
+static inline struct clamfs_fs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* FUSE node ids are inode addresses, except the root's fixed id. */
+static inline struct inode *req_inode(fuse_req_t req, fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return itab_root(req_fs(req)->itab);
+	return (struct inode *)(uintptr_t)ino;
+}
+
+static inline fuse_ino_t inode_nodeid(struct clamfs_fs *fs, struct inode *in)
+{
+	if (in == itab_root(fs->itab))
+		return FUSE_ROOT_ID;
+	return (fuse_ino_t)(uintptr_t)in;
+}
+
+/* The backend fd of an open file (fi->fh). */
+static inline int fi_fd(const struct fuse_file_info *fi)
+{
+	return (int)fi->fh;
+}
+
+/* "/proc/self/fd/N": reaches an O_PATH fd's object for calls that need a
+ * real path (open, chmod, truncate, xattrs) without naming it. */
+#define PROC_FD_PATH_MAX 32
+void proc_fd_path(char buf[PROC_FD_PATH_MAX], int fd);
+
+/* Per-request identity (creds.h) taken from the FUSE request. */
+struct req_identity {
+	bool switched;
+	gid_t small_groups[64];
+	gid_t *groups; /* small_groups, or heap when the caller has more */
+};
+
+/* Switches the calling thread to the requester; 0 or negative errno. */
+int req_identity_enter(fuse_req_t req, struct req_identity *id);
+/* Same, and applies the requester's umask for a create-type request. */
+int req_identity_enter_umask(fuse_req_t req, struct req_identity *id);
+void req_identity_leave(struct req_identity *id);
+
+/*
+ * Looks name up in parent and fills e, adding one lookup reference to the
+ * inode it returns. 0 or negative errno.
+ */
+int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,
+		    const char *name, struct fuse_entry_param *e);
+
+/* Fills e for the object open at fd (any kind of fd), with a reference. */
+int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e);
+
+#endif

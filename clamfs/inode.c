@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Inode table: a chained hash on (dev, ino) under one mutex (held only for
+ * pointer work, never across a syscall), growing by doubling.
+ */
+#include "inode.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct inode {
+	struct inode *hash_next;
+	int fd;
+	mode_t type;
+	dev_t dev;
+	ino_t ino;
+	uint64_t nlookup; /* under table->lock */
+
+	pthread_mutex_t stamp_lock;
+	bool stamp_valid;
+	off_t stamp_size;
+	struct timespec stamp_mtime;
+	struct timespec stamp_ctime;
+};
+
+struct inode_table {
+	pthread_mutex_t lock;
+	struct inode **buckets;
+	size_t nbuckets; /* power of two */
+	size_t count;
+	struct inode *root;
+};
+
+#define ITAB_INITIAL_BUCKETS 1024
+
+static size_t inode_hash(dev_t dev, ino_t ino)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ULL;
+
+	h ^= (uint64_t)dev * 0xc2b2ae3d27d4eb4fULL;
+	return (size_t)(h ^ (h >> 29));
+}
+
+static struct inode *inode_new(int fd, const struct stat *st)
+{
+	struct inode *inode = calloc(1, sizeof(*inode));
+
+	if (!inode)
+		return NULL;
+	inode->fd = fd;
+	inode->type = st->st_mode & S_IFMT;
+	inode->dev = st->st_dev;
+	inode->ino = st->st_ino;
+	pthread_mutex_init(&inode->stamp_lock, NULL);
+	return inode;
+}
+
+static void inode_free(struct inode *inode)
+{
+	close(inode->fd);
+	pthread_mutex_destroy(&inode->stamp_lock);
+	free(inode);
+}
+
+static struct inode **bucket_of(struct inode_table *table, dev_t dev,
+				ino_t ino)
+{
+	return &table->buckets[inode_hash(dev, ino) & (table->nbuckets - 1)];
+}
+
+/* Doubling keeps chains short; on ENOMEM the table just stays denser. */
+static void itab_grow(struct inode_table *table)
+{
+	size_t n = table->nbuckets * 2;
+	struct inode **nb = calloc(n, sizeof(*nb));
+
+	if (!nb)
+		return;
+	for (size_t i = 0; i < table->nbuckets; i++) {
+		struct inode *in = table->buckets[i], *next;
+
+		for (; in; in = next) {
+			size_t b = inode_hash(in->dev, in->ino) & (n - 1);
+
+			next = in->hash_next;
+			in->hash_next = nb[b];
+			nb[b] = in;
+		}
+	}
+	free(table->buckets);
+	table->buckets = nb;
+	table->nbuckets = n;
+}
+
+static void itab_link(struct inode_table *table, struct inode *inode)
+{
+	struct inode **b;
+
+	if (table->count >= table->nbuckets)
+		itab_grow(table);
+	b = bucket_of(table, inode->dev, inode->ino);
+	inode->hash_next = *b;
+	*b = inode;
+	table->count++;
+}
+
+static struct inode *itab_find_locked(struct inode_table *table, dev_t dev,
+				      ino_t ino)
+{
+	struct inode *in = *bucket_of(table, dev, ino);
+
+	while (in && (in->ino != ino || in->dev != dev))
+		in = in->hash_next;
+	return in;
+}
+
+struct inode_table *itab_create(int root_fd, const struct stat *root_st)
+{
+	struct inode_table *table = calloc(1, sizeof(*table));
+
+	if (!table)
+		goto fail;
+	table->nbuckets = ITAB_INITIAL_BUCKETS;
+	table->buckets = calloc(table->nbuckets, sizeof(*table->buckets));
+	if (!table->buckets)
+		goto fail;
+	table->root = inode_new(root_fd, root_st);
+	if (!table->root)
+		goto fail;
+	/* the kernel never forgets the root: it holds a permanent reference */
+	table->root->nlookup = 1;
+	pthread_mutex_init(&table->lock, NULL);
+	itab_link(table, table->root);
+	return table;
+
+fail:
+	if (table)
+		free(table->buckets);
+	free(table);
+	close(root_fd);
+	return NULL;
+}
+
+void itab_destroy(struct inode_table *table)
+{
+	if (!table)
+		return;
+	for (size_t i = 0; i < table->nbuckets; i++) {
+		struct inode *in = table->buckets[i], *next;
+
+		for (; in; in = next) {
+			next = in->hash_next;
+			inode_free(in);
+		}
+	}
+	free(table->buckets);
+	pthread_mutex_destroy(&table->lock);
+	free(table);
+}
+
+struct inode *itab_root(struct inode_table *table)
+{
+	return table->root;
+}
+
+struct inode *itab_find_ref(struct inode_table *table, dev_t dev, ino_t ino)
+{
+	struct inode *in;
+
+	pthread_mutex_lock(&table->lock);
+	in = itab_find_locked(table, dev, ino);
+	if (in)
+		in->nlookup++;
+	pthread_mutex_unlock(&table->lock);
+	return in;
+}
+
+int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
+		    struct inode **out)
+{
+	struct inode *fresh = inode_new(fd, st), *in;
+
+	if (!fresh) {
+		close(fd);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&table->lock);
+	in = itab_find_locked(table, st->st_dev, st->st_ino);
+	if (!in) {
+		itab_link(table, fresh);
+		in = fresh;
+		fresh = NULL;
+	}
+	in->nlookup++;
+	pthread_mutex_unlock(&table->lock);
+	if (fresh)
+		inode_free(fresh); /* lost a race: the other fd is as good */
+	*out = in;
+	return 0;
+}
+
+void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n)
+{
+	struct inode **link;
+	bool dead = false;
+
+	pthread_mutex_lock(&table->lock);
+	/* a kernel that over-forgets must not make us free twice */
+	inode->nlookup = n >= inode->nlookup ? 0 : inode->nlookup - n;
+	if (inode->nlookup == 0 && inode != table->root) {
+		link = bucket_of(table, inode->dev, inode->ino);
+		while (*link != inode)
+			link = &(*link)->hash_next;
+		*link = inode->hash_next;
+		table->count--;
+		dead = true;
+	}
+	pthread_mutex_unlock(&table->lock);
+	if (dead)
+		inode_free(inode);
+}
+
+size_t itab_count(struct inode_table *table)
+{
+	size_t n;
+
+	pthread_mutex_lock(&table->lock);
+	n = table->count;
+	pthread_mutex_unlock(&table->lock);
+	return n;
+}
+
+int inode_fd(const struct inode *inode)
+{
+	return inode->fd;
+}
+
+dev_t inode_dev(const struct inode *inode)
+{
+	return inode->dev;
+}
+
+ino_t inode_ino(const struct inode *inode)
+{
+	return inode->ino;
+}
+
+mode_t inode_type(const struct inode *inode)
+{
+	return inode->type;
+}
+
+static bool ts_equal(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+bool inode_stamp_unchanged(struct inode *inode, const struct stat *st)
+{
+	bool same;
+
+	pthread_mutex_lock(&inode->stamp_lock);
+	same = inode->stamp_valid && inode->stamp_size == st->st_size &&
+	       ts_equal(&inode->stamp_mtime, &st->st_mtim) &&
+	       ts_equal(&inode->stamp_ctime, &st->st_ctim);
+	inode->stamp_valid = true;
+	inode->stamp_size = st->st_size;
+	inode->stamp_mtime = st->st_mtim;
+	inode->stamp_ctime = st->st_ctim;
+	pthread_mutex_unlock(&inode->stamp_lock);
+	return same;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The inode table: every backend object the kernel knows about, keyed by
+ * (st_dev, st_ino), each holding one O_PATH fd so that no path is ever
+ * rebuilt. Lookup counts follow the FUSE protocol: each reply that hands an
+ * inode to the kernel adds one, forget removes n, and at zero the fd is
+ * closed. No FUSE types here: the FUSE node id is the inode's address.
+ */
+#ifndef CLAMFS_INODE_H
+#define CLAMFS_INODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+struct inode;
+struct inode_table;
+
+/* Takes ownership of root_fd (an O_PATH or O_DIRECTORY fd). NULL on ENOMEM. */
+struct inode_table *itab_create(int root_fd, const struct stat *root_st);
+
+/* Closes every fd the table still holds. */
+void itab_destroy(struct inode_table *table);
+
+/* The backend root; it is never freed by forget. */
+struct inode *itab_root(struct inode_table *table);
+
+/*
+ * Returns the inode with this identity after adding one lookup reference,
+ * or NULL when the table does not hold it.
+ */
+struct inode *itab_find_ref(struct inode_table *table, dev_t dev, ino_t ino);
+
+/*
+ * Adds the object open at fd (identity from st) with one lookup reference.
+ * Takes ownership of fd: when another thread inserted the same identity
+ * first, fd is closed and that inode is referenced instead.
+ * Returns 0 with *out set, or -ENOMEM (fd closed).
+ */
+int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
+		    struct inode **out);
+
+/* Drops n lookup references; the last one closes the fd and frees. */
+void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n);
+
+/* Number of inodes held, root included. */
+size_t itab_count(struct inode_table *table);
+
+int inode_fd(const struct inode *inode);
+dev_t inode_dev(const struct inode *inode);
+ino_t inode_ino(const struct inode *inode);
+/* The S_IFMT bits; an inode never changes type while its fd is held. */
+mode_t inode_type(const struct inode *inode);
+
+/*
+ * Records st's size, mtime and ctime as the file's content stamp and says
+ * whether they equal the stamp recorded by the previous call: only then
+ * may the kernel keep the pages it cached from that earlier open.
+ */
+bool inode_stamp_unchanged(struct inode *inode, const struct stat *st);
+
+#endif

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Log sink: one line per message, "clamfs: " prefixed on stderr, priority
+ * mapped on syslog.
+ */
+#include "log.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+static bool log_to_syslog;
+static enum log_level log_max = LOG_LEVEL_INFO;
+
+void log_init(bool to_syslog, enum log_level max_level)
+{
+	log_to_syslog = to_syslog;
+	log_max = max_level;
+	if (to_syslog)
+		openlog("clamfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
+static void log_vemit(enum log_level level, const char *fmt, va_list ap)
+{
+	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+	char line[1024];
+
+	if (level > log_max)
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	if (log_to_syslog)
+		syslog(prio[level], "%s", line);
+	else
+		fprintf(stderr, "clamfs: %s\n", line);
+}
+
+#define LOG_FN(name, level)                                                    \
+	void name(const char *fmt, ...)                                        \
+	{                                                                      \
+		va_list ap;                                                    \
+		va_start(ap, fmt);                                             \
+		log_vemit(level, fmt, ap);                                     \
+		va_end(ap);                                                    \
+	}
+
+LOG_FN(log_err, LOG_LEVEL_ERR)
+LOG_FN(log_warn, LOG_LEVEL_WARN)
+LOG_FN(log_info, LOG_LEVEL_INFO)
+LOG_FN(log_debug, LOG_LEVEL_DEBUG)
+
+void log_crash(const char *msg)
+{
+	int kmsg;
+	ssize_t ignored;
+
+	ignored = write(STDERR_FILENO, msg, strlen(msg));
+	/* stderr is /dev/null once daemonized: the kernel log survives. */
+	kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+	if (kmsg >= 0) {
+		ignored = write(kmsg, msg, strlen(msg));
+		close(kmsg);
+	}
+	(void)ignored;
+}

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * clamfs daemon entry point: parses the command line, opens the backend
+ * before mounting (so a mount over the backend itself works), mounts, and
+ * runs the FUSE loop until unmounted or signalled.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "creds.h"
+#include "fs.h"
+#include "log.h"
+#include "mountpoint.h"
+#include "opts.h"
+
+static char crash_msg[PATH_MAX + 128];
+
+static void crash_handler(int sig)
+{
+	log_crash(crash_msg);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/*
+ * A crashed daemon leaves a mount that answers ENOTCONN: say so where an
+ * administrator will look. Sanitizer builds keep their own reports.
+ */
+static void install_crash_handlers(const char *mountpoint)
+{
+#if !defined(__SANITIZE_ADDRESS__)
+	static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+	snprintf(crash_msg, sizeof(crash_msg),
+		 "clamfs: fatal signal: the mount at %s is dead; "
+		 "unmount it with 'fusermount3 -u %s'\n",
+		 mountpoint, mountpoint);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], crash_handler);
+#else
+	(void)mountpoint;
+#endif
+}
+
+/* Opens the backend root; a one-line reason on failure. */
+static int open_backend(const char *given, char **real, struct stat *st)
+{
+	int fd;
+
+	*real = realpath(given, NULL);
+	if (!*real) {
+		fprintf(stderr, "clamfs: backend %s: %s\n", given,
+			strerror(errno));
+		return -1;
+	}
+	fd = open(*real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd == -1 || fstat(fd, st) == -1) {
+		fprintf(stderr, "clamfs: backend %s: %s\n", given,
+			strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int check_mountpoint(const char *given, char **real)
+{
+	char fstype[64];
+	struct stat st;
+	int ret;
+
+	*real = realpath(given, NULL);
+	if (!*real || stat(*real, &st) == -1) {
+		fprintf(stderr, "clamfs: mountpoint %s: %s\n", given,
+			strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "clamfs: mountpoint %s: %s\n", given,
+			strerror(ENOTDIR));
+		return -1;
+	}
+	ret = mountpoint_fstype("/proc/self/mountinfo", *real, fstype,
+				sizeof(fstype));
+	if (ret == 1 && strcmp(fstype, "fuse.clamfs") == 0) {
+		fprintf(stderr,
+			"clamfs: mountpoint %s: already mounted by clamfs\n",
+			given);
+		return -1;
+	}
+	return 0;
+}
+
+static int run_loop(struct fuse_session *se, const struct clamfs_opts *opts)
+{
+	struct fuse_loop_config *cfg;
+	int ret;
+
+	if (opts->singlethread)
+		return fuse_session_loop(se);
+	/* the 3.12+ config object is the only path that applies the cap */
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_max_threads(cfg, opts->threads);
+	fuse_loop_cfg_set_clone_fd(cfg, opts->clone_fd);
+	ret = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return ret;
+}
+
+static void print_version(void)
+{
+	printf("clamfs version %s\n", CLAMFS_VERSION);
+	printf("FUSE library version %s\n", fuse_pkgversion());
+	fuse_lowlevel_version();
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct clamfs_fs fs = {0};
+	struct fuse_session *se = NULL;
+	struct clamfs_opts opts;
+	char *backend = NULL, *mnt = NULL;
+	char err[512];
+	struct stat root_st;
+	int root_fd, ret = 1;
+
+	if (opts_parse(argc, argv, &opts, &args, err, sizeof(err)) != 0) {
+		fprintf(stderr, "clamfs: %s\n", err);
+		return 1;
+	}
+	if (opts.show_help) {
+		opts_print_help(stdout, argv[0]);
+		printf("FUSE options:\n");
+		fflush(stdout);
+		fuse_lowlevel_help();
+		ret = 0;
+		goto out_opts;
+	}
+	if (opts.show_version) {
+		print_version();
+		ret = 0;
+		goto out_opts;
+	}
+
+	root_fd = open_backend(opts.backend, &backend, &root_st);
+	if (root_fd == -1)
+		goto out_opts;
+	if (check_mountpoint(opts.mountpoint, &mnt) == -1) {
+		close(root_fd);
+		goto out_opts;
+	}
+	fs.itab = itab_create(root_fd, &root_st);
+	if (!fs.itab || creds_init() != 0 ||
+	    opts_add_mount_names(&args, backend) != 0) {
+		fprintf(stderr, "clamfs: out of memory\n");
+		goto out_fs;
+	}
+	fs.attr_timeout = opts.attr_timeout;
+	fs.entry_timeout = opts.entry_timeout;
+	fs.negative_timeout = opts.negative_timeout;
+	fs.default_permissions = opts.default_permissions;
+
+	se = fuse_session_new(&args, &clamfs_ops, sizeof(clamfs_ops), &fs);
+	if (!se)
+		goto out_fs; /* libfuse said why */
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, mnt) != 0)
+		goto out_signals;
+	log_init(!opts.foreground, opts.debug ? LOG_LEVEL_DEBUG
+					      : LOG_LEVEL_INFO);
+	if (fuse_daemonize(opts.foreground) != 0)
+		goto out_unmount;
+	install_crash_handlers(mnt);
+	log_info("mounted %s on %s", backend, mnt);
+
+	ret = run_loop(se, &opts) == 0 ? 0 : 1;
+	log_info("unmounting %s", mnt);
+
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_fs:
+	itab_destroy(fs.itab);
+out_opts:
+	fuse_opt_free_args(&args);
+	opts_free(&opts);
+	free(backend);
+	free(mnt);
+	return ret;
+}

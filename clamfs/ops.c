@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Session setup (capability negotiation), statfs, and the request table.
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <sys/statvfs.h>
+
+#include "ops.h"
+
+void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct clamfs_fs *fs = userdata;
+	unsigned int want = FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+			    FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_AUTO_INVAL_DATA |
+			    FUSE_CAP_DONT_MASK | FUSE_CAP_READDIRPLUS |
+			    FUSE_CAP_PARALLEL_DIROPS;
+
+	/*
+	 * With default_permissions the kernel checks access itself; it must
+	 * see ACLs for that, or it would refuse what an ACL grants.
+	 */
+	if (fs->default_permissions)
+		want |= FUSE_CAP_POSIX_ACL;
+	conn->want |= want & conn->capable;
+	/*
+	 * Writeback caching would keep written data in the kernel, unseen by
+	 * the backend and a scanner, while another open reads the stale
+	 * backend copy. KILLPRIV stays with the kernel, which clears setuid
+	 * bits on write with the writer's rights, not the daemon's.
+	 */
+	conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV);
+	conn->time_gran = 1;
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(inode_fd(req_inode(req, ino)), &sv) == -1)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+const struct fuse_lowlevel_ops clamfs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.symlink = op_symlink,
+	.link = op_link,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write_buf = op_write_buf,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.fallocate = op_fallocate,
+	.copy_file_range = op_copy_file_range,
+	.lseek = op_lseek,
+	.flock = op_flock,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+};

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * What every request handler needs: acting as the requester, and turning a
+ * backend name or fd into a FUSE entry with its inode table reference.
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "creds.h"
+
+void proc_fd_path(char buf[PROC_FD_PATH_MAX], int fd)
+{
+	snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
+}
+
+static int identity_fetch_groups(fuse_req_t req, struct req_identity *id)
+{
+	size_t cap = sizeof(id->small_groups) / sizeof(id->small_groups[0]);
+	int n;
+
+	id->groups = id->small_groups;
+	n = fuse_req_getgroups(req, (int)cap, id->groups);
+	if (n < 0)
+		return n;
+	if ((size_t)n > cap) {
+		/* the set can change between calls: ask until it fits */
+		cap = (size_t)n + 16;
+		id->groups = calloc(cap, sizeof(gid_t));
+		if (!id->groups)
+			return -ENOMEM;
+		n = fuse_req_getgroups(req, (int)cap, id->groups);
+		if (n < 0 || (size_t)n > cap)
+			return n < 0 ? n : -E2BIG;
+	}
+	return n;
+}
+
+static int identity_enter(fuse_req_t req, struct req_identity *id,
+			  bool with_umask)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct creds who = {.uid = ctx->uid, .gid = ctx->gid};
+	int ret;
+
+	id->switched = false;
+	id->groups = NULL;
+	if (with_umask) {
+		ret = creds_set_umask(ctx->umask);
+		if (ret)
+			return ret;
+	}
+	if (!creds_need_switch(ctx->uid, ctx->gid))
+		return 0;
+	ret = identity_fetch_groups(req, id);
+	/*
+	 * Without the caller's supplementary groups the backend would judge
+	 * with too few rights (never too many): better than refusing.
+	 */
+	who.ngroups = ret < 0 ? 0 : ret;
+	who.groups = id->groups;
+	ret = creds_assume(&who);
+	if (ret) {
+		req_identity_leave(id);
+		return ret;
+	}
+	id->switched = true;
+	return 0;
+}
+
+int req_identity_enter(fuse_req_t req, struct req_identity *id)
+{
+	return identity_enter(req, id, false);
+}
+
+int req_identity_enter_umask(fuse_req_t req, struct req_identity *id)
+{
+	return identity_enter(req, id, true);
+}
+
+void req_identity_leave(struct req_identity *id)
+{
+	if (id->switched)
+		creds_restore();
+	id->switched = false;
+	if (id->groups != id->small_groups)
+		free(id->groups);
+	id->groups = NULL;
+}
+
+static void entry_fill(struct clamfs_fs *fs, struct inode *inode,
+		       const struct stat *st, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = inode_nodeid(fs, inode);
+	e->attr = *st;
+	e->attr_timeout = fs->attr_timeout;
+	e->entry_timeout = fs->entry_timeout;
+}
+
+int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,
+		    const char *name, struct fuse_entry_param *e)
+{
+	struct inode *inode;
+	struct stat st;
+	int fd, ret;
+
+	/*
+	 * A known inode needs one fstatat, no open: its identity is pinned
+	 * by the O_PATH fd the table holds, so (dev, ino) cannot be reused.
+	 */
+	if (fstatat(inode_fd(parent), name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return -errno;
+	inode = itab_find_ref(fs->itab, st.st_dev, st.st_ino);
+	if (inode) {
+		entry_fill(fs, inode, &st, e);
+		return 0;
+	}
+	fd = openat(inode_fd(parent), name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1)
+		return -errno;
+	/* the name may have been replaced since the fstatat: trust the fd */
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	ret = itab_insert_ref(fs->itab, fd, &st, &inode);
+	if (ret)
+		return ret;
+	entry_fill(fs, inode, &st, e);
+	return 0;
+}
+
+int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e)
+{
+	char path[PROC_FD_PATH_MAX];
+	struct inode *inode;
+	struct stat st;
+	int pfd, ret;
+
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+		return -errno;
+	inode = itab_find_ref(fs->itab, st.st_dev, st.st_ino);
+	if (inode) {
+		entry_fill(fs, inode, &st, e);
+		return 0;
+	}
+	/*
+	 * Reopen the very object as O_PATH: no name, so no race. Following
+	 * the magic link is the point, hence no O_NOFOLLOW.
+	 */
+	proc_fd_path(path, fd);
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd == -1)
+		return -errno;
+	ret = itab_insert_ref(fs->itab, pfd, &st, &inode);
+	if (ret)
+		return ret;
+	entry_fill(fs, inode, &st, e);
+	return 0;
+}

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Requests on names and inode metadata: lookup, forget, getattr, setattr,
+ * readlink and the namespace changes (mknod, mkdir, symlink, link, unlink,
+ * rmdir, rename). Each runs with the requester's identity.
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ops.h"
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct clamfs_fs *fs = req_fs(req);
+	struct fuse_entry_param e;
+	struct req_identity id;
+	int ret;
+
+	ret = req_identity_enter(req, &id);
+	if (ret)
+		goto out;
+	ret = fs_lookup_entry(fs, req_inode(req, parent), name, &e);
+	req_identity_leave(&id);
+out:
+	if (ret == -ENOENT && fs->negative_timeout > 0) {
+		/* ino 0 with a timeout: the kernel caches the miss */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = fs->negative_timeout;
+		fuse_reply_entry(req, &e);
+	} else if (ret) {
+		fuse_reply_err(req, -ret);
+	} else {
+		fuse_reply_entry(req, &e);
+	}
+}
+
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	itab_forget(req_fs(req)->itab, req_inode(req, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+void op_forget_multi(fuse_req_t req, size_t count,
+		     struct fuse_forget_data *forgets)
+{
+	struct clamfs_fs *fs = req_fs(req);
+
+	for (size_t i = 0; i < count; i++)
+		itab_forget(fs->itab, req_inode(req, forgets[i].ino),
+			    forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct inode *inode = req_inode(req, ino);
+	struct stat st;
+
+	/* an O_PATH fd needs no permission to stat: no identity switch */
+	if (fstatat(inode_fd(inode), "", &st,
+		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	fuse_reply_attr(req, &st, req_fs(req)->attr_timeout);
+}
+
+/* UTIME_OMIT for what is not set; works on O_PATH fds of any type. */
+static int setattr_times(struct inode *inode, const struct stat *attr,
+			 int to_set)
+{
+	struct timespec tv[2] = {{.tv_nsec = UTIME_OMIT},
+				 {.tv_nsec = UTIME_OMIT}};
+
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		tv[0].tv_nsec = UTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		tv[0] = attr->st_atim;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		tv[1].tv_nsec = UTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		tv[1] = attr->st_mtim;
+	return utimensat(inode_fd(inode), "", tv,
+			 AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+}
+
+/*
+ * Applies the changes in the order chmod, chown, truncate, utimes, using
+ * the open file when the kernel passes one (ftruncate on an fd opened for
+ * writing must work even if the mode no longer allows opening it).
+ */
+static int setattr_apply(struct inode *inode, const struct stat *attr,
+			 int to_set, struct fuse_file_info *fi)
+{
+	int ofd = fi ? fi_fd(fi) : -1;
+	char path[PROC_FD_PATH_MAX];
+
+	proc_fd_path(path, inode_fd(inode));
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		if ((ofd >= 0 ? fchmod(ofd, attr->st_mode)
+			      : chmod(path, attr->st_mode)) == -1)
+			return -errno;
+	}
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid_t uid = to_set & FUSE_SET_ATTR_UID ? attr->st_uid
+						       : (uid_t)-1;
+		gid_t gid = to_set & FUSE_SET_ATTR_GID ? attr->st_gid
+						       : (gid_t)-1;
+
+		if (fchownat(inode_fd(inode), "", uid, gid,
+			     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+			return -errno;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if ((ofd >= 0 ? ftruncate(ofd, attr->st_size)
+			      : truncate(path, attr->st_size)) == -1)
+			return -errno;
+	}
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+		if (setattr_times(inode, attr, to_set) == -1)
+			return -errno;
+	}
+	return 0;
+}
+
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		struct fuse_file_info *fi)
+{
+	struct inode *inode = req_inode(req, ino);
+	struct req_identity id;
+	struct stat st;
+	int ret;
+
+	ret = req_identity_enter(req, &id);
+	if (ret)
+		goto out;
+	ret = setattr_apply(inode, attr, to_set, fi);
+	req_identity_leave(&id);
+	if (ret)
+		goto out;
+	if (fstatat(inode_fd(inode), "", &st,
+		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+		ret = -errno;
+out:
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, req_fs(req)->attr_timeout);
+}
+
+void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t n;
+
+	n = readlinkat(inode_fd(req_inode(req, ino)), "", buf, sizeof(buf));
+	if (n == -1) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	if ((size_t)n == sizeof(buf)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	buf[n] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+/*
+ * Ends a create-type request: looks the new name up while still acting as
+ * the requester (who just proved search rights on parent), then replies.
+ */
+static void finish_new_entry(fuse_req_t req, fuse_ino_t parent,
+			     const char *name, int ret,
+			     struct req_identity *id)
+{
+	struct fuse_entry_param e;
+
+	if (ret == 0)
+		ret = fs_lookup_entry(req_fs(req), req_inode(req, parent),
+				      name, &e);
+	req_identity_leave(id);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode, dev_t rdev)
+{
+	struct req_identity id;
+	int ret;
+
+	ret = req_identity_enter_umask(req, &id);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (mknodat(inode_fd(req_inode(req, parent)), name, mode, rdev) == -1)
+		ret = -errno;
+	finish_new_entry(req, parent, name, ret, &id);
+}
+
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode)
+{
+	struct req_identity id;
+	int ret;
+
+	ret = req_identity_enter_umask(req, &id);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (mkdirat(inode_fd(req_inode(req, parent)), name, mode) == -1)
+		ret = -errno;
+	finish_new_entry(req, parent, name, ret, &id);
+}
+
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		const char *name)
+{
+	struct req_identity id;
+	int ret;
+
+	ret = req_identity_enter(req, &id);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (symlinkat(link, inode_fd(req_inode(req, parent)), name) == -1)
+		ret = -errno;
+	finish_new_entry(req, parent, name, ret, &id);
+}
+
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+	     const char *newname)
+{
+	struct req_identity id;
+	char path[PROC_FD_PATH_MAX];
+	int ret;
+
+	ret = req_identity_enter(req, &id);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	/*
+	 * linkat(fd, "", AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH, which a
+	 * switched fsuid does not have; the proc link gives the same object
+	 * with the ordinary checks (protected_hardlinks included).
+	 */
+	proc_fd_path(path, inode_fd(req_inode(req, ino)));
+	if (linkat(AT_FDCWD, path, inode_fd(req_inode(req, newparent)),
+		   newname, AT_SYMLINK_FOLLOW) == -1)
+		ret = -errno;
+	finish_new_entry(req, newparent, newname, ret, &id);
+}
+
+static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 int flags)
+{
+	struct req_identity id;
+	int ret;
+
+	ret = req_identity_enter(req, &id);
+	if (ret == 0) {
+		if (unlinkat(inode_fd(req_inode(req, parent)), name, flags) ==
+		    -1)
+			ret = -errno;
+		req_identity_leave(&id);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_entry(req, parent, name, 0);
+}
+
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_entry(req, parent, name, AT_REMOVEDIR);
+}
+
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+	       fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct req_identity id;
+	int ret;
+
+	ret = req_identity_enter(req, &id);
+	if (ret == 0) {
+		if (renameat2(inode_fd(req_inode(req, parent)), name,
+			      inode_fd(req_inode(req, newparent)), newname,
+			      flags) == -1)
+			ret = -errno;
+		req_identity_leave(&id);
+	}
+	fuse_reply_err(req, -ret);
+}

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Extended attributes, POSIX ACLs among them, through the proc link of the
+ * inode's O_PATH fd (the f*xattr calls refuse O_PATH fds).
+ */
+#include "fs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "ops.h"
+
+/*
+ * The proc link of a symlink cannot be followed to the symlink itself by
+ * the *xattr calls, and l*xattr would act on the proc link: no race-free
+ * way exists, so symlinks have no xattrs through the mount.
+ */
+static int xattr_begin(fuse_req_t req, fuse_ino_t ino, struct req_identity *id,
+		       char path[PROC_FD_PATH_MAX])
+{
+	struct inode *inode = req_inode(req, ino);
+
+	if (inode_type(inode) == S_IFLNK)
+		return -ENOTSUP;
+	proc_fd_path(path, inode_fd(inode));
+	return req_identity_enter(req, id);
+}
+
+/* Replies to a get/list call: size 0 asks for the length only. */
+static void reply_xattr_value(fuse_req_t req, size_t size, ssize_t n,
+			      int err, const char *buf)
+{
+	if (n == -1)
+		fuse_reply_err(req, err);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		 size_t size)
+{
+	char path[PROC_FD_PATH_MAX], *buf = NULL;
+	struct req_identity id;
+	ssize_t n = -1;
+	int ret, err;
+
+	ret = xattr_begin(req, ino, &id, path);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (size && !(buf = malloc(size))) {
+		err = ENOMEM;
+	} else {
+		n = getxattr(path, name, buf, size);
+		err = errno;
+	}
+	req_identity_leave(&id);
+	reply_xattr_value(req, size, n, err, buf);
+	free(buf);
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char path[PROC_FD_PATH_MAX], *buf = NULL;
+	struct req_identity id;
+	ssize_t n = -1;
+	int ret, err;
+
+	if (inode_type(req_inode(req, ino)) == S_IFLNK) {
+		/* no names rather than an error: ls -l and cp -a go on */
+		if (size == 0)
+			fuse_reply_xattr(req, 0);
+		else
+			fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	ret = xattr_begin(req, ino, &id, path);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (size && !(buf = malloc(size))) {
+		err = ENOMEM;
+	} else {
+		n = listxattr(path, buf, size);
+		err = errno;
+	}
+	req_identity_leave(&id);
+	reply_xattr_value(req, size, n, err, buf);
+	free(buf);
+}
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		 const char *value, size_t size, int flags)
+{
+	char path[PROC_FD_PATH_MAX];
+	struct req_identity id;
+	int ret;
+
+	ret = xattr_begin(req, ino, &id, path);
+	if (ret == 0) {
+		if (setxattr(path, name, value, size, flags) == -1)
+			ret = -errno;
+		req_identity_leave(&id);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	char path[PROC_FD_PATH_MAX];
+	struct req_identity id;
+	int ret;
+
+	ret = xattr_begin(req, ino, &id, path);
+	if (ret == 0) {
+		if (removexattr(path, name) == -1)
+			ret = -errno;
+		req_identity_leave(&id);
+	}
+	fuse_reply_err(req, -ret);
+}
