@@ -1,1 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
+# Unit tests of the daemon's FUSE-free modules.
+foreach(t test_opts test_inode test_mountpoint)
+	clamfs_unit_test(${t})
+	target_link_libraries(${t} PRIVATE clamfs_core)
+endforeach()

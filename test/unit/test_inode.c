@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Inode table: identity lookups, lookup counting, fd ownership, growth,
+ * concurrent inserts of one identity, and the content stamp.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "inode.h"
+
+static bool fd_is_open(int fd)
+{
+	return fcntl(fd, F_GETFD) != -1 || errno != EBADF;
+}
+
+static struct inode_table *table_new(void)
+{
+	struct stat st;
+	int fd = open("/", O_PATH | O_DIRECTORY);
+	struct inode_table *t;
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	t = itab_create(fd, &st);
+	assert_non_null(t);
+	return t;
+}
+
+static struct stat fake_st(dev_t dev, ino_t ino)
+{
+	struct stat st = {.st_dev = dev, .st_ino = ino, .st_mode = S_IFREG};
+
+	return st;
+}
+
+static void test_root_is_held_and_never_forgotten(void **state)
+{
+	struct inode_table *t = table_new();
+	struct inode *root = itab_root(t);
+	int fd = inode_fd(root);
+
+	assert_int_equal(itab_count(t), 1);
+	assert_ptr_equal(itab_find_ref(t, inode_dev(root), inode_ino(root)),
+			 root);
+	itab_forget(t, root, 1000);
+	assert_int_equal(itab_count(t), 1);
+	assert_true(fd_is_open(fd));
+	itab_destroy(t);
+	assert_false(fd_is_open(fd));
+}
+
+static void test_lookup_counts(void **state)
+{
+	struct inode_table *t = table_new();
+	struct stat st = fake_st(7, 42);
+	struct inode *in, *again;
+	int fd = dup(0);
+
+	assert_null(itab_find_ref(t, 7, 42));
+	assert_int_equal(itab_insert_ref(t, fd, &st, &in), 0);
+	assert_int_equal(inode_fd(in), fd);
+	assert_int_equal(inode_type(in), S_IFREG);
+	assert_int_equal(itab_count(t), 2);
+	/* the same identity on another device is another inode */
+	assert_null(itab_find_ref(t, 8, 42));
+	again = itab_find_ref(t, 7, 42); /* nlookup 2 */
+	assert_ptr_equal(again, in);
+	itab_forget(t, in, 1);
+	assert_true(fd_is_open(fd));
+	assert_ptr_equal(itab_find_ref(t, 7, 42), in); /* 2 */
+	itab_forget(t, in, 2);
+	assert_false(fd_is_open(fd));
+	assert_int_equal(itab_count(t), 1);
+	assert_null(itab_find_ref(t, 7, 42));
+	itab_destroy(t);
+}
+
+static void test_insert_of_known_identity_closes_new_fd(void **state)
+{
+	struct inode_table *t = table_new();
+	struct stat st = fake_st(1, 5);
+	struct inode *a, *b;
+	int fd1 = dup(0), fd2 = dup(0);
+
+	assert_int_equal(itab_insert_ref(t, fd1, &st, &a), 0);
+	assert_int_equal(itab_insert_ref(t, fd2, &st, &b), 0);
+	assert_ptr_equal(a, b);
+	assert_false(fd_is_open(fd2));
+	assert_int_equal(inode_fd(a), fd1);
+	itab_forget(t, a, 1);
+	assert_true(fd_is_open(fd1)); /* second reference still held */
+	itab_forget(t, a, 1);
+	assert_false(fd_is_open(fd1));
+	itab_destroy(t);
+}
+
+static void test_grows_and_keeps_every_entry(void **state)
+{
+	enum { N = 5000 };
+	struct inode_table *t = table_new();
+	struct inode **ins = calloc(N, sizeof(*ins));
+
+	assert_non_null(ins);
+	for (int i = 0; i < N; i++) {
+		struct stat st = fake_st(3, (ino_t)i * 4096 + 1);
+
+		assert_int_equal(itab_insert_ref(t, dup(0), &st, &ins[i]), 0);
+	}
+	assert_int_equal(itab_count(t), N + 1);
+	for (int i = 0; i < N; i++) {
+		assert_ptr_equal(itab_find_ref(t, 3, (ino_t)i * 4096 + 1),
+				 ins[i]);
+		itab_forget(t, ins[i], 2);
+	}
+	assert_int_equal(itab_count(t), 1);
+	free(ins);
+	itab_destroy(t);
+}
+
+struct race_arg {
+	struct inode_table *t;
+	struct inode *got[200];
+};
+
+static void *race_insert(void *p)
+{
+	struct race_arg *a = p;
+
+	for (int i = 0; i < 200; i++) {
+		struct stat st = fake_st(9, (ino_t)i);
+
+		if (itab_insert_ref(a->t, dup(0), &st, &a->got[i]) != 0)
+			a->got[i] = NULL;
+	}
+	return NULL;
+}
+
+static void test_concurrent_inserts_agree(void **state)
+{
+	struct inode_table *t = table_new();
+	struct race_arg a[4];
+	pthread_t th[4];
+
+	for (int k = 0; k < 4; k++) {
+		a[k].t = t;
+		pthread_create(&th[k], NULL, race_insert, &a[k]);
+	}
+	for (int k = 0; k < 4; k++)
+		pthread_join(th[k], NULL);
+	assert_int_equal(itab_count(t), 201);
+	for (int i = 0; i < 200; i++) {
+		assert_non_null(a[0].got[i]);
+		for (int k = 1; k < 4; k++)
+			assert_ptr_equal(a[k].got[i], a[0].got[i]);
+		itab_forget(t, a[0].got[i], 3);
+		assert_ptr_equal(itab_find_ref(t, 9, (ino_t)i), a[0].got[i]);
+		itab_forget(t, a[0].got[i], 2);
+	}
+	assert_int_equal(itab_count(t), 1);
+	itab_destroy(t);
+}
+
+static void test_stamp(void **state)
+{
+	struct inode_table *t = table_new();
+	struct stat st = fake_st(2, 2);
+	struct inode *in;
+
+	assert_int_equal(itab_insert_ref(t, dup(0), &st, &in), 0);
+	st.st_size = 10;
+	st.st_mtim = (struct timespec){100, 5};
+	st.st_ctim = (struct timespec){100, 6};
+	assert_false(inode_stamp_unchanged(in, &st)); /* first open */
+	assert_true(inode_stamp_unchanged(in, &st));
+	st.st_ctim.tv_nsec++; /* touch -r restores mtime, not ctime */
+	assert_false(inode_stamp_unchanged(in, &st));
+	assert_true(inode_stamp_unchanged(in, &st));
+	st.st_mtim.tv_nsec++;
+	assert_false(inode_stamp_unchanged(in, &st));
+	st.st_size++;
+	assert_false(inode_stamp_unchanged(in, &st));
+	assert_true(inode_stamp_unchanged(in, &st));
+	itab_destroy(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_root_is_held_and_never_forgotten),
+		cmocka_unit_test(test_lookup_counts),
+		cmocka_unit_test(test_insert_of_known_identity_closes_new_fd),
+		cmocka_unit_test(test_grows_and_keeps_every_entry),
+		cmocka_unit_test(test_concurrent_inserts_agree),
+		cmocka_unit_test(test_stamp),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

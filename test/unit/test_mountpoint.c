@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * mountinfo parsing: topmost mount wins, escaped names, optional fields.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mountpoint.h"
+
+static char path[] = "/tmp/clamfs-mountinfo-XXXXXX";
+
+static int write_mountinfo(void **state)
+{
+	static const char text[] =
+		"22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+		"30 22 0:30 / /srv/my\\040share rw shared:5 master:2 - ext4 "
+		"/dev/vdb rw\n"
+		"31 22 0:31 / /mnt rw - tmpfs tmpfs rw\n"
+		"40 31 0:40 / /mnt rw,nosuid - fuse.clamfs /srv rw\n"
+		"41 22 0:41 / /mnt2 rw - fuse.sshfs host: rw\n"
+		"garbage line\n";
+	int fd = mkstemp(path);
+	FILE *f;
+
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	fputs(text, f);
+	fclose(f);
+	return 0;
+}
+
+static int remove_mountinfo(void **state)
+{
+	unlink(path);
+	return 0;
+}
+
+static void test_top_mount_wins(void **state)
+{
+	char type[64];
+
+	assert_int_equal(mountpoint_fstype(path, "/mnt", type, sizeof(type)),
+			 1);
+	assert_string_equal(type, "fuse.clamfs");
+	assert_int_equal(mountpoint_fstype(path, "/mnt2", type, sizeof(type)),
+			 1);
+	assert_string_equal(type, "fuse.sshfs");
+}
+
+static void test_escaped_name_and_optional_fields(void **state)
+{
+	char type[64];
+
+	assert_int_equal(
+		mountpoint_fstype(path, "/srv/my share", type, sizeof(type)),
+		1);
+	assert_string_equal(type, "ext4");
+	assert_int_equal(mountpoint_fstype(path, "/srv/my\\040share", type,
+					   sizeof(type)),
+			 0);
+}
+
+static void test_not_a_mountpoint(void **state)
+{
+	char type[64];
+
+	assert_int_equal(mountpoint_fstype(path, "/srv", type, sizeof(type)),
+			 0);
+	assert_int_equal(mountpoint_fstype("/nonexistent/mountinfo", "/", type,
+					   sizeof(type)),
+			 -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_top_mount_wins),
+		cmocka_unit_test(test_escaped_name_and_optional_fields),
+		cmocka_unit_test(test_not_a_mountpoint),
+	};
+
+	return cmocka_run_group_tests(tests, write_mountinfo,
+				      remove_mountinfo);
+}
