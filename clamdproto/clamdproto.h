@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * clamdproto: the one place that speaks clamd's protocol.  This header is the
+ * whole public API: addresses, a bounded thread-safe connection pool, scans
+ * (FILDES, INSTREAM, SCAN), PING/VERSION/STATS, cancellation, and the pure
+ * reply parsers.  Nothing here knows about FUSE.
+ */
+#ifndef CLAMDPROTO_H
+#define CLAMDPROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- results */
+
+/*
+ * Longest reply line accepted from clamd, terminator included (the session
+ * number prefix does not count).  A longer reply is a protocol error: it is
+ * never truncated into a verdict.
+ */
+#define CDP_TEXT_MAX 4096
+
+/* Longest STATS reply accepted. */
+#define CDP_STATS_MAX 65536
+
+/* Verdict of one scan.  Only CDP_CLEAN means "clamd looked at all of it". */
+enum cdp_verdict {
+	CDP_CLEAN = 0,
+	CDP_INFECTED = 1,
+	CDP_ERROR = 2,
+};
+
+/*
+ * Why a scan (or command) ended in CDP_ERROR.  Callers act on the category;
+ * the text in struct cdp_result is for humans and logs.
+ */
+enum cdp_errcat {
+	CDP_ERR_NONE = 0,   /* not an error (clean or infected) */
+	CDP_ERR_CONNECT,    /* cannot connect (refused, no socket, timeout) */
+	CDP_ERR_TIMEOUT,    /* deadline passed: wedged clamd or slow scan */
+	CDP_ERR_PROTOCOL,   /* reply unparseable, truncated, oversized, or
+			     * connection lost mid-command */
+	CDP_ERR_SIZE_LIMIT, /* INSTREAM: clamd's StreamMaxLength exceeded;
+			     * the rest of the data was NOT scanned */
+	CDP_ERR_CLAMD,      /* clamd answered with an error (Permission
+			     * denied, Not a regular file, UNKNOWN COMMAND,
+			     * COMMAND READ TIMED OUT, Can't allocate memory) */
+	CDP_ERR_CANCELLED,  /* cdp_cancel_trigger() was called */
+	CDP_ERR_LOCAL,      /* our side: unreadable fd, bad argument, FILDES
+			     * over TCP, out of memory */
+};
+
+/*
+ * The result of every scan and command.  @text holds the signature name for
+ * CDP_INFECTED (whole, e.g. "Eicar-Test.UNOFFICIAL"), clamd's or our message
+ * for CDP_ERROR, and is empty for CDP_CLEAN.  @err is a positive errno when
+ * a system call is the cause, else 0.
+ */
+struct cdp_result {
+	enum cdp_verdict verdict;
+	enum cdp_errcat cat;
+	int err;
+	char text[CDP_TEXT_MAX];
+};
+
+/* Short stable names ("connect", "timeout", "protocol", "size-limit",
+ * "clamd", "cancelled", "local", "none") for logs and the CLI. */
+const char *cdp_errcat_name(enum cdp_errcat cat);
+/* "clean", "infected", "error". */
+const char *cdp_verdict_name(enum cdp_verdict v);
+
+/* ------------------------------------------------------------- addresses */
+
+struct cdp_addr;
+
+enum cdp_addr_kind {
+	CDP_ADDR_UNIX = 1,
+	CDP_ADDR_TCP = 2,
+};
+
+/*
+ * Parse a clamd address: "tcp://host:port", "tcp://[v6]:port", or a UNIX
+ * socket path ("/run/clamd.ctl", optionally written "unix:/run/clamd.ctl").
+ * The port defaults to 3310 when omitted.  Host names are resolved at connect
+ * time, not here.  Returns 0 and a new address in *addrp, or -EINVAL
+ * (malformed), -ENAMETOOLONG (path longer than sun_path allows), -ENOMEM.
+ */
+int cdp_addr_parse(const char *s, struct cdp_addr **addrp);
+void cdp_addr_free(struct cdp_addr *addr);
+enum cdp_addr_kind cdp_addr_kind(const struct cdp_addr *addr);
+/* UNIX: the socket path.  TCP: the host (without brackets). */
+const char *cdp_addr_host(const struct cdp_addr *addr);
+/* TCP port, 0 for UNIX. */
+unsigned cdp_addr_port(const struct cdp_addr *addr);
+
+/* ----------------------------------------------------------- cancellation */
+
+/*
+ * A cancellation token, owned by the caller, passed to one scan at a time.
+ * cdp_cancel_trigger() may be called from any thread, also from a FUSE
+ * interrupt callback running under a lock: it only sets a flag and
+ * shutdown()s the socket the scan is using; it never blocks and never takes
+ * a lock that a scanning thread holds while it waits.  The scan then returns
+ * CDP_ERR_CANCELLED within about 100 ms and its connection is discarded.
+ * Triggering before the scan starts makes the scan return at once.
+ */
+struct cdp_cancel;
+
+struct cdp_cancel *cdp_cancel_new(void);
+void cdp_cancel_free(struct cdp_cancel *c);
+void cdp_cancel_trigger(struct cdp_cancel *c);
+int cdp_cancel_triggered(const struct cdp_cancel *c);
+/* Re-arm a token for another scan.  Not concurrently with a scan using it. */
+void cdp_cancel_reset(struct cdp_cancel *c);
+
+/* ------------------------------------------------------------------ pool */
+
+/*
+ * Pool settings.  Initialise with cdp_config_init() and change what you need;
+ * zeros are replaced by the defaults shown.  Times are in milliseconds.
+ */
+struct cdp_config {
+	const char *addr;	  /* clamd address (copied); default
+				   * /var/run/clamav/clamd.ctl */
+	unsigned max_conns;	  /* 8: connections open at once; callers
+				   * beyond it wait (within their deadline).
+				   * Keep it below clamd's MaxThreads and
+				   * MaxConnectionQueueLength */
+	int connect_timeout_ms;	  /* 5000 */
+	int io_timeout_ms;	  /* 10000: each send, and each reply that is
+				   * not a scan verdict (PING, VERSION, STATS) */
+	int scan_timeout_ms;	  /* 120000: whole scan, from the call to the
+				   * verdict, unless the call passes its own */
+	size_t chunk_size;	  /* 262144: INSTREAM chunk, clamped to
+				   * [4 KiB, 8 MiB] */
+	int no_session;		  /* 0: keep IDSESSION sessions for reuse;
+				   * 1: a new connection per command */
+	int idle_max_ms;	  /* 30000: an idle session older than this is
+				   * closed instead of reused */
+};
+
+void cdp_config_init(struct cdp_config *cfg);
+
+struct cdp_pool;
+
+/*
+ * Create a pool.  No connection is made yet.  Returns 0, -EINVAL (bad
+ * address), -ENAMETOOLONG or -ENOMEM.
+ */
+int cdp_pool_new(const struct cdp_config *cfg, struct cdp_pool **poolp);
+/* Close idle sessions (sending END) and free.  No scan may be in flight. */
+void cdp_pool_free(struct cdp_pool *pool);
+const struct cdp_addr *cdp_pool_addr(const struct cdp_pool *pool);
+
+/* Counters, for tests and statistics; read under the pool lock. */
+struct cdp_pool_counters {
+	unsigned long connects;	  /* connections opened successfully */
+	unsigned long reuses;	  /* commands sent on a reused session */
+	unsigned long retries;	  /* stale sessions replaced by a retry */
+	unsigned long discards;	  /* connections closed instead of kept */
+	unsigned long waits;	  /* callers that waited for a free slot */
+	unsigned open;		  /* connections open now */
+	unsigned idle;		  /* of which idle in the pool */
+};
+void cdp_pool_counters(struct cdp_pool *pool, struct cdp_pool_counters *c);
+
+/*
+ * Scans.  Every scan fills *res completely and returns res->verdict.
+ * @timeout_ms bounds the whole call (waiting for a free connection,
+ * connecting, sending, clamd's scan); 0 means the pool's scan_timeout_ms.
+ * @cancel may be NULL.  A session that clamd closed while idle is replaced
+ * and the command retried once, invisibly.  Any non-clean outcome discards
+ * the connection it used.
+ *
+ * cdp_scan_fildes: pass @fd to clamd (FILDES, SCM_RIGHTS; UNIX sockets
+ *   only, CDP_ERR_LOCAL on TCP).  clamd reads with pread: the file offset is
+ *   untouched.  Works for files clamd could not open by path.
+ * cdp_scan_stream_fd: send the file's contents (INSTREAM), read with pread
+ *   from offset 0 to EOF: the file offset is untouched.
+ * cdp_scan_buf: send @len bytes at @buf (INSTREAM).
+ * cdp_scan_path: ask clamd to open @path itself (SCAN; absolute path).  Uses
+ *   a fresh connection, read to EOF: a path may produce several reply lines
+ *   (a directory, a device); the worst one wins.
+ *
+ * INSTREAM never reports clean for data it did not send: if clamd stops
+ * reading (StreamMaxLength), the result is CDP_ERR_SIZE_LIMIT (or a
+ * protocol error if clamd's reply is lost), never CDP_CLEAN.
+ */
+enum cdp_verdict cdp_scan_fildes(struct cdp_pool *pool, int fd,
+				 int timeout_ms, struct cdp_cancel *cancel,
+				 struct cdp_result *res);
+enum cdp_verdict cdp_scan_stream_fd(struct cdp_pool *pool, int fd,
+				    int timeout_ms, struct cdp_cancel *cancel,
+				    struct cdp_result *res);
+enum cdp_verdict cdp_scan_buf(struct cdp_pool *pool, const void *buf,
+			      size_t len, int timeout_ms,
+			      struct cdp_cancel *cancel,
+			      struct cdp_result *res);
+enum cdp_verdict cdp_scan_path(struct cdp_pool *pool, const char *path,
+			       int timeout_ms, struct cdp_cancel *cancel,
+			       struct cdp_result *res);
+
+/* ---------------------------------------------------------- other commands */
+
+/* Parsed VERSION reply. */
+struct cdp_version {
+	char engine[32];	  /* "1.4.6" */
+	unsigned long db_version; /* 27123, or 0 in the short form */
+	char db_date[64];	  /* "Mon Jan  1 09:00:00 2024", or "" */
+	time_t db_time;		  /* db_date as UTC time_t, or 0 */
+};
+
+/*
+ * PING, VERSION, STATS through the pool, bounded by io_timeout_ms.  Return 0,
+ * or a negative errno (-ECONNREFUSED/-ENOENT... for connect failures,
+ * -ETIMEDOUT, -EPROTO, -EIO for a clamd error) with details in *res when
+ * @res is not NULL.  cdp_stats() stores a malloc()ed NUL-terminated copy of
+ * clamd's text in *textp (free() it).
+ */
+int cdp_ping(struct cdp_pool *pool, struct cdp_result *res);
+int cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
+		struct cdp_result *res);
+int cdp_stats(struct cdp_pool *pool, char **textp, struct cdp_result *res);
+
+/* -------------------------------------------------------- pure parsers */
+
+/*
+ * Parse one scan reply line @s of @len bytes (terminator removed, session
+ * prefix removed) into @res.  The verdict is read from the END of the line:
+ * "<name>: <sig> FOUND", "<name>: OK", "<message> ERROR", or one of clamd's
+ * bare messages (UNKNOWN COMMAND, COMMAND UNAVAILABLE, COMMAND READ TIMED
+ * OUT).  A path containing ": ... FOUND" or a newline cannot change the
+ * verdict.  @name, when not NULL, is the object name clamd must echo before
+ * ": OK" or ": <sig> FOUND" ("stream", a path); the special form "fd[]"
+ * matches "fd[<digits>]".  An error reply's leading "<name>: " is removed
+ * from the message.  Returns 0, or -EPROTO with res->cat CDP_ERR_PROTOCOL.
+ * No I/O, no allocation: safe on hostile input.
+ */
+int cdp_reply_parse(const char *s, size_t len, const char *name,
+		    struct cdp_result *res);
+
+/*
+ * Split an IDSESSION reply "<id>: <rest>".  Returns 0 and stores the number
+ * and the offset of <rest>, or -EPROTO when the prefix is missing or
+ * malformed (no digits, leading zero, overflow, no ": ").
+ */
+int cdp_reply_split_id(const char *s, size_t len, unsigned *idp,
+		       size_t *restp);
+
+/*
+ * Parse a VERSION reply: "ClamAV 1.4.6/27123/Mon Jan  1 09:00:00 2024" or
+ * the short "ClamAV 1.4.6".  Returns 0 or -EPROTO.
+ */
+int cdp_version_parse(const char *s, size_t len, struct cdp_version *ver);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLAMDPROTO_H */

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Interfaces shared between clamdproto's files but not part of its API:
+ * the reply framer (pure, unit-tested and fuzzed), one connection's I/O with
+ * deadlines, cancellation hooks, and result helpers.
+ */
+#ifndef CDP_INTERNAL_H
+#define CDP_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "clamdproto.h"
+
+/* Longest wait between checks of a cancellation flag. */
+#define CDP_CANCEL_SLICE_MS 100
+
+/* ---------------------------------------------------------- result.c */
+
+void cdp_res_set(struct cdp_result *res, enum cdp_verdict v,
+		 enum cdp_errcat cat, int err, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+void cdp_res_error(struct cdp_result *res, enum cdp_errcat cat, int err,
+		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Map a negative errno from the I/O layer to an error result. */
+void cdp_res_io(struct cdp_result *res, int rc, const char *what);
+
+/* ----------------------------------------------------------- frame.c */
+
+/*
+ * Reassembles NUL-terminated replies from reads of any size.  The caller
+ * reads into cdp_rbuf_space() and commits with cdp_rbuf_added(); then takes
+ * complete replies with cdp_rbuf_take().  Bounded: a reply longer than the
+ * limit is an error, never truncated.
+ */
+struct cdp_rbuf {
+	char *buf;
+	size_t cap; /* allocated bytes */
+	size_t off; /* start of unconsumed data */
+	size_t len; /* end of data */
+};
+
+int cdp_rbuf_init(struct cdp_rbuf *rb, size_t cap);
+void cdp_rbuf_free(struct cdp_rbuf *rb);
+void cdp_rbuf_clear(struct cdp_rbuf *rb);
+/* Free space after compacting; at most cap - pending bytes. */
+char *cdp_rbuf_space(struct cdp_rbuf *rb, size_t *n);
+void cdp_rbuf_added(struct cdp_rbuf *rb, size_t n);
+size_t cdp_rbuf_pending(const struct cdp_rbuf *rb);
+/*
+ * 1: a reply of at most @max - 1 bytes is at *line (NUL-terminated in place,
+ * valid until the next call), its length in *len; 0: need more bytes;
+ * -EMSGSIZE: @max bytes arrived without a terminator.
+ */
+int cdp_rbuf_take(struct cdp_rbuf *rb, size_t max, const char **line,
+		  size_t *len);
+/*
+ * At EOF: the unterminated rest, with one trailing '\n' removed (clamd ends
+ * "COMMAND READ TIMED OUT" that way), NUL-terminated; NULL when nothing is
+ * pending.
+ */
+const char *cdp_rbuf_rest(struct cdp_rbuf *rb, size_t *len);
+
+/* ----------------------------------------------------------- cancel.c */
+
+/* Publish @fd as the socket a trigger should shut down; -ECANCELED if the
+ * token was already triggered.  @c may be NULL. */
+int cdp_cancel_attach(struct cdp_cancel *c, int fd);
+void cdp_cancel_detach(struct cdp_cancel *c);
+
+/* ------------------------------------------------------------- addr.c */
+
+/*
+ * Open a non-blocking, close-on-exec stream socket to @addr, connected
+ * within @deadline (CLOCK_MONOTONIC ms).  Returns the fd, or a negative
+ * errno (-ETIMEDOUT, -ECANCELED, -ECONNREFUSED, -ENOENT, -EHOSTUNREACH...).
+ */
+int cdp_addr_connect(const struct cdp_addr *addr, int64_t deadline,
+		     struct cdp_cancel *cancel);
+
+/* ------------------------------------------------------------- conn.c */
+
+int64_t cdp_now_ms(void);
+int64_t cdp_deadline(int timeout_ms);
+
+struct cdp_conn {
+	int fd;
+	bool is_unix;
+	bool session;	  /* IDSESSION sent */
+	bool broken;	  /* must not be reused */
+	unsigned next_id; /* number of the next command in the session */
+	int64_t idle_since;
+	struct cdp_rbuf rb;
+	TAILQ_ENTRY(cdp_conn) entry;
+};
+
+int cdp_conn_open(const struct cdp_addr *addr, int64_t deadline,
+		  struct cdp_cancel *cancel, struct cdp_conn **connp);
+void cdp_conn_close(struct cdp_conn *conn);
+
+/*
+ * Wait until @fd is ready for @events, the deadline passes, or @cancel
+ * triggers.  Returns the revents (> 0), -ETIMEDOUT or -ECANCELED.
+ */
+int cdp_wait(int fd, short events, int64_t deadline,
+	     struct cdp_cancel *cancel);
+
+/*
+ * Send all @len bytes.  With @stop_on_input, return -EALREADY as soon as the
+ * peer has something for us to read (clamd answering early means it stopped
+ * reading).  Returns 0 or a negative errno (-EPIPE, -ECONNRESET, ...).
+ */
+int cdp_conn_send(struct cdp_conn *conn, const void *buf, size_t len,
+		  int64_t deadline, struct cdp_cancel *cancel,
+		  bool stop_on_input);
+/* Send one byte carrying @fd as SCM_RIGHTS. */
+int cdp_conn_send_fd(struct cdp_conn *conn, int fd, int64_t deadline,
+		     struct cdp_cancel *cancel);
+/*
+ * Read one NUL-terminated reply of at most @max - 1 bytes.  Returns 0 with
+ * the reply in @line and @len, -ENODATA on EOF before any byte, -EPROTO on
+ * EOF mid-reply (@line and @len then hold the unterminated rest), -EMSGSIZE, -ETIMEDOUT,
+ * -ECANCELED, or another negative errno.
+ */
+int cdp_conn_read(struct cdp_conn *conn, size_t max, int64_t deadline,
+		  struct cdp_cancel *cancel, const char **line, size_t *len);
+
+#endif /* CDP_INTERNAL_H */
