@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""A fault-injecting fake clamd for what a real one will not do on demand:
+never answer, answer byte by byte, hang up mid-reply, send garbage or a
+megabyte without a terminator, close a session just as it is reused.
+
+It speaks enough of the protocol to be driven by clamdproto: NUL-framed
+z-commands, IDSESSION numbering, INSTREAM chunks, FILDES descriptors.  The
+reply to each scan is chosen by `behaviour`, a function (ctx) -> action:
+  ("reply", text)        send "<id>: text\\0" (id only inside a session)
+  ("raw", bytes)         send bytes verbatim
+  ("bytewise", bytes, s) send bytes one at a time, s seconds apart
+  ("close", bytes)       send bytes, then close the connection
+  ("silent",)            never answer (keep the connection open)
+ctx has .command (e.g. b"zFILDES"), .id, .nth (scan count on this
+connection, from 1), .conn_no (connection count, from 1), .stream_len.
+"""
+import os
+import socket
+import struct
+import tempfile
+import threading
+import time
+
+
+class Ctx:
+    def __init__(self, command, id_, nth, conn_no, stream_len):
+        self.command = command
+        self.id = id_
+        self.nth = nth
+        self.conn_no = conn_no
+        self.stream_len = stream_len
+
+
+class FakeClamd:
+    def __init__(self, behaviour, instream_early=None):
+        self.behaviour = behaviour
+        # Reply sent as soon as an INSTREAM starts, before reading its data.
+        self.instream_early = instream_early
+        self.dir = tempfile.mkdtemp(prefix="cfk", dir="/tmp")
+        self.socket = os.path.join(self.dir, "fake.sock")
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(self.socket)
+        self.srv.listen(64)
+        self.connections = 0
+        self.commands = []
+        self.lock = threading.Lock()
+        self.stop_ev = threading.Event()
+        self.open_conns = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.stop_ev.set()
+        try:
+            self.srv.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.srv.close()
+        for c in list(self.open_conns):
+            try:
+                c.close()
+            except OSError:
+                pass
+        self.thread.join(5)
+        try:
+            os.unlink(self.socket)
+        except OSError:
+            pass
+        os.rmdir(self.dir)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def _accept(self):
+        while not self.stop_ev.is_set():
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+                n = self.connections
+            self.open_conns.append(c)
+            threading.Thread(target=self._serve, args=(c, n),
+                             daemon=True).start()
+
+    @staticmethod
+    def _recv_exact(c, n, buf):
+        while len(buf) < n:
+            b = c.recv(65536)
+            if not b:
+                raise EOFError
+            buf += b
+        return buf[:n], buf[n:]
+
+    def _serve(self, c, conn_no):
+        buf = b""
+        session = False
+        next_id = 1
+        nth = 0
+        try:
+            while True:
+                while b"\0" not in buf:
+                    b = c.recv(65536)
+                    if not b:
+                        return
+                    buf += b
+                cmd, buf = buf.split(b"\0", 1)
+                with self.lock:
+                    self.commands.append(cmd)
+                if cmd == b"zIDSESSION":
+                    session = True
+                    continue
+                if cmd == b"zEND":
+                    return
+                id_ = next_id if session else None
+                if session:
+                    next_id += 1
+                stream_len = 0
+                if cmd == b"zFILDES":
+                    if not buf:
+                        msg, fds, _, _ = socket.recv_fds(c, 1, 1)
+                        for fd in fds:
+                            os.close(fd)
+                    else:
+                        buf = buf[1:]
+                elif cmd == b"zINSTREAM":
+                    if self.instream_early is not None:
+                        c.sendall(self.instream_early)
+                        time.sleep(0.2)
+                        return
+                    while True:
+                        hdr, buf = self._recv_exact(c, 4, buf)
+                        (n,) = struct.unpack(">I", hdr)
+                        if n == 0:
+                            break
+                        _, buf = self._recv_exact(c, n, buf)
+                        stream_len += n
+                nth += 1
+                act = self.behaviour(Ctx(cmd, id_, nth, conn_no,
+                                         stream_len))
+                prefix = f"{id_}: ".encode() if id_ is not None else b""
+                kind = act[0]
+                if kind == "reply":
+                    c.sendall(prefix + act[1].encode() + b"\0")
+                elif kind == "raw":
+                    c.sendall(act[1])
+                elif kind == "bytewise":
+                    for i in range(len(act[1])):
+                        c.sendall(act[1][i:i + 1])
+                        time.sleep(act[2])
+                elif kind == "close":
+                    if act[1]:
+                        c.sendall(act[1])
+                    return
+                elif kind == "silent":
+                    self.stop_ev.wait(120)
+                    return
+                if not session:
+                    return
+        except (EOFError, OSError):
+            return
+        finally:
+            try:
+                c.close()
+            except OSError:
+                pass
