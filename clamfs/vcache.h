@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The verdict cache: what clamd said about a file, keyed by backend inode
+ * and trusted only while the file's size, mtime and ctime (nanoseconds)
+ * are what they were when it was scanned. LRU with a capacity and a TTL,
+ * sharded so that opens on many threads rarely meet on one lock. The clock
+ * is injected so expiry can be tested without sleeping. No FUSE here.
+ *
+ * Memory, allocated up front: 72 bytes per entry of capacity plus 4 to 8
+ * for its hash bucket (at most 80; 1,000,000 entries take 76-80 MB), and
+ * the signature name of each cached infected verdict.
+ */
+#ifndef CLAMFS_VCACHE_H
+#define CLAMFS_VCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+struct vcache;
+
+enum vcache_verdict {
+	VCACHE_MISS = 0,
+	VCACHE_CLEAN,
+	VCACHE_INFECTED,
+};
+
+/* What identifies a file's content: the cache key and the stamp. */
+struct vcache_file {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+};
+
+struct vcache_counters {
+	uint64_t hits;
+	uint64_t misses;
+	uint64_t evictions; /* dropped for room, not for staleness */
+	uint64_t entries;   /* held now */
+};
+
+/* Monotonic seconds; the cache calls it on lookup and insert. */
+typedef uint64_t (*vcache_clock_fn)(void *arg);
+
+/*
+ * capacity 0 or ttl 0 make a cache that holds nothing (every lookup
+ * misses). clock NULL uses CLOCK_MONOTONIC. Returns NULL on ENOMEM.
+ */
+struct vcache *vcache_new(size_t capacity, unsigned int ttl_sec,
+			  vcache_clock_fn clock, void *clock_arg);
+void vcache_free(struct vcache *vc);
+
+/* Fills f from a stat of the file. */
+void vcache_file_from_stat(struct vcache_file *f, const struct stat *st);
+
+/*
+ * Looks the file up. A hit needs the same stamp, an unexpired entry and the
+ * current generation; an entry failing any of these is dropped. For an
+ * infected hit the signature name is copied into sig (may be NULL).
+ */
+enum vcache_verdict vcache_lookup(struct vcache *vc,
+				  const struct vcache_file *f, char *sig,
+				  size_t siglen);
+
+/*
+ * Records a verdict obtained by a scan that started in generation gen.
+ * Ignored when the cache was cleared since (the scan used old signatures)
+ * or verdict is VCACHE_MISS. Replaces an older entry for the same inode.
+ */
+void vcache_insert(struct vcache *vc, const struct vcache_file *f,
+		   enum vcache_verdict verdict, const char *sig, uint64_t gen);
+
+/* Forgets the inode's entry, whatever its stamp. */
+void vcache_invalidate(struct vcache *vc, dev_t dev, ino_t ino);
+
+/* The generation a scan must record before it starts. */
+uint64_t vcache_generation(struct vcache *vc);
+
+/*
+ * Drops every verdict in O(1) (signatures changed, or asked to): entries of
+ * older generations are misses from now on and reclaimed as met.
+ */
+void vcache_clear(struct vcache *vc);
+
+void vcache_counters(struct vcache *vc, struct vcache_counters *out);
+
+/* Bytes allocated for the cache's tables (signature names excluded). */
+size_t vcache_memory_bytes(const struct vcache *vc);
+
+#endif
