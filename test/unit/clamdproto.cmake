@@ -1,1 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
+# clamdproto unit tests: reply parser, framing, addresses, versions.
+foreach(t test_cdp_reply test_cdp_frame test_cdp_addr test_cdp_version)
+	clamfs_unit_test(${t})
+	target_link_libraries(${t} PRIVATE clamdproto)
+	target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/clamdproto)
+endforeach()
