@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -326,9 +327,20 @@ static int send_stream(struct cdp_pool *pool, struct cdp_conn *conn,
 		       struct cdp_cancel *cancel, struct cdp_result *res)
 {
 	size_t csize = pool->cfg.chunk_size;
-	char *chunk = malloc(csize + 4);
+	char *chunk;
 	off_t off = 0;
+	struct stat st;
 	int rc = 0;
+
+	/* Small files are the common case: a full-size chunk buffer would
+	 * cost an mmap and munmap per scan.  The size is only a hint; the
+	 * loop reads until EOF whatever it is. */
+	if (cmd->kind == CMD_INSTREAM_BUF && cmd->len < csize)
+		csize = cmd->len < 4096 ? 4096 : cmd->len;
+	else if (cmd->kind == CMD_INSTREAM_FD && fstat(cmd->fd, &st) == 0 &&
+		 S_ISREG(st.st_mode) && (uint64_t)st.st_size < csize)
+		csize = st.st_size < 4096 ? 4096 : (size_t)st.st_size;
+	chunk = malloc(csize + 4);
 
 	if (!chunk) {
 		cdp_res_error(res, CDP_ERR_LOCAL, ENOMEM, "out of memory");
