@@ -10,7 +10,12 @@
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
 
+#include "detect.h"
 #include "inode.h"
+#include "policy.h"
+#include "scanq.h"
+#include "stats.h"
+#include "vcache.h"
 
 struct clamfs_fs {
 	struct inode_table *itab;
@@ -18,6 +23,18 @@ struct clamfs_fs {
 	double entry_timeout;
 	double negative_timeout;
 	bool default_permissions;
+
+	/* the scan gate (open.c) */
+	const char *backend_path; /* realpath, for mount-relative names */
+	size_t backend_len;
+	enum scan_mode scan_mode;
+	bool scan_on_close;
+	int quarantine_fd; /* -1 unless on_infected=quarantine */
+	const struct policy *policy;
+	struct vcache *vcache;
+	struct scanq *scanq;
+	struct detect *detect;
+	struct stats stats;
 };
 
 /* The request table handed to fuse_session_new (ops.c). */
@@ -76,5 +93,13 @@ int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,
 
 /* Fills e for the object open at fd (any kind of fd), with a reference. */
 int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e);
+
+/*
+ * The mount-relative path of the file open at fd (no leading slash), in
+ * buf; NULL when it cannot be told (outside the backend, too long).
+ * With absolute, the backend path itself.
+ */
+const char *fs_fd_path(struct clamfs_fs *fs, int fd, bool absolute, char *buf,
+		       size_t len);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +19,9 @@ struct inode {
 	dev_t dev;
 	ino_t ino;
 	uint64_t nlookup; /* under table->lock */
+
+	atomic_int writers;
+	atomic_uint_fast64_t write_seq;
 
 	pthread_mutex_t stamp_lock;
 	bool stamp_valid;
@@ -272,4 +276,24 @@ bool inode_stamp_unchanged(struct inode *inode, const struct stat *st)
 	inode->stamp_ctime = st->st_ctim;
 	pthread_mutex_unlock(&inode->stamp_lock);
 	return same;
+}
+
+int inode_writers_add(struct inode *inode, int delta)
+{
+	return atomic_fetch_add(&inode->writers, delta) + delta;
+}
+
+int inode_writers(const struct inode *inode)
+{
+	return atomic_load(&((struct inode *)inode)->writers);
+}
+
+void inode_note_write(struct inode *inode)
+{
+	atomic_fetch_add(&inode->write_seq, 1);
+}
+
+uint64_t inode_write_seq(const struct inode *inode)
+{
+	return atomic_load(&((struct inode *)inode)->write_seq);
 }

@@ -60,4 +60,19 @@ mode_t inode_type(const struct inode *inode);
  */
 bool inode_stamp_unchanged(struct inode *inode, const struct stat *st);
 
+/*
+ * Writers through the mount: while any is open, no cached verdict is
+ * trusted for the file. inode_writers_add returns the new count.
+ */
+int inode_writers_add(struct inode *inode, int delta);
+int inode_writers(const struct inode *inode);
+
+/*
+ * Counts modifications through the mount (write, truncate, fallocate,
+ * copy into): a scan that saw the count change while it ran must not be
+ * cached, whatever the stamp says (mtime may not move within a tick).
+ */
+void inode_note_write(struct inode *inode);
+uint64_t inode_write_seq(const struct inode *inode);
+
 #endif

@@ -26,7 +26,7 @@ void log_init(bool to_syslog, enum log_level max_level)
 static void log_vemit(enum log_level level, const char *fmt, va_list ap)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
-	char line[1024];
+	char line[8192];
 
 	if (level > log_max)
 		return;

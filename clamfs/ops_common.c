@@ -165,3 +165,28 @@ int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e)
 	entry_fill(fs, inode, &st, e);
 	return 0;
 }
+
+const char *fs_fd_path(struct clamfs_fs *fs, int fd, bool absolute, char *buf,
+		       size_t len)
+{
+	char link[PROC_FD_PATH_MAX];
+	ssize_t n;
+
+	proc_fd_path(link, fd);
+	n = readlink(link, buf, len);
+	if (n <= 0 || (size_t)n >= len)
+		return NULL;
+	buf[n] = '\0';
+	if (absolute)
+		return buf;
+	if (strncmp(buf, fs->backend_path, fs->backend_len) != 0)
+		return NULL;
+	if (buf[fs->backend_len] == '\0')
+		return buf + fs->backend_len;
+	/* a backend of "/" has its slash already */
+	if (fs->backend_len == 1)
+		return buf + 1;
+	if (buf[fs->backend_len] != '/')
+		return NULL;
+	return buf + fs->backend_len + 1;
+}

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "open.h"
 #include "ops.h"
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -96,8 +97,9 @@ static int setattr_times(struct inode *inode, const struct stat *attr,
  * the open file when the kernel passes one (ftruncate on an fd opened for
  * writing must work even if the mode no longer allows opening it).
  */
-static int setattr_apply(struct inode *inode, const struct stat *attr,
-			 int to_set, struct fuse_file_info *fi)
+static int setattr_apply(struct clamfs_fs *fs, struct inode *inode,
+			 const struct stat *attr, int to_set,
+			 struct fuse_file_info *fi)
 {
 	int ofd = fi ? fi_fd(fi) : -1;
 	char path[PROC_FD_PATH_MAX];
@@ -119,6 +121,7 @@ static int setattr_apply(struct inode *inode, const struct stat *attr,
 			return -errno;
 	}
 	if (to_set & FUSE_SET_ATTR_SIZE) {
+		gate_note_write(fs, inode);
 		if ((ofd >= 0 ? ftruncate(ofd, attr->st_size)
 			      : truncate(path, attr->st_size)) == -1)
 			return -errno;
@@ -141,7 +144,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	ret = req_identity_enter(req, &id);
 	if (ret)
 		goto out;
-	ret = setattr_apply(inode, attr, to_set, fi);
+	ret = setattr_apply(req_fs(req), inode, attr, to_set, fi);
 	req_identity_leave(&id);
 	if (ret)
 		goto out;

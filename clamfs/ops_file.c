@@ -11,26 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "open.h"
 #include "ops.h"
 
 /* Flags the kernel may pass that must not reach the backend open. */
 #define OPEN_FLAGS_DROP (O_NOFOLLOW | O_CREAT | O_EXCL | O_NOCTTY)
-
-/*
- * Fills the reply flags of a successful open: the kernel may keep cached
- * pages only when the file is provably unchanged since the previous open.
- */
-static void open_set_caching(struct inode *inode, int fd,
-			     struct fuse_file_info *fi)
-{
-	struct stat st;
-
-	fi->keep_cache = 0;
-	if (inode_type(inode) == S_IFREG && fstat(fd, &st) == 0)
-		fi->keep_cache = inode_stamp_unchanged(inode, &st);
-	/* nothing to flush on close for a reader; spares a round trip */
-	fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
-}
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -52,11 +37,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	open_set_caching(inode, fd, fi);
-	fi->fh = (uint64_t)fd;
-	/* an interrupted open gets no release: the fd would leak */
-	if (fuse_reply_open(req, fi) != 0)
-		close(fd);
+	gate_open(req, inode, fd, fi, NULL);
 }
 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -87,12 +68,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	open_set_caching(req_inode(req, e.ino), fd, fi);
-	fi->fh = (uint64_t)fd;
-	if (fuse_reply_create(req, &e, fi) != 0) {
-		close(fd);
-		itab_forget(fs->itab, req_inode(req, e.ino), 1);
-	}
+	/* an existing non-empty file opened for reading is scanned too */
+	gate_open(req, req_inode(req, e.ino), fd, fi, &e);
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -115,6 +92,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = fi_fd(fi);
 	out.buf[0].pos = off;
+	gate_note_write(req_fs(req), req_inode(req, ino));
 	n = fuse_buf_copy(&out, in_buf, 0);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -139,7 +117,7 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	close(fi_fd(fi));
+	gate_release(req_fs(req), req_inode(req, ino), fi_fd(fi), fi->flags);
 	fuse_reply_err(req, 0);
 }
 
@@ -154,7 +132,10 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		  off_t length, struct fuse_file_info *fi)
 {
-	int ret = fallocate(fi_fd(fi), mode, offset, length);
+	int ret;
+
+	gate_note_write(req_fs(req), req_inode(req, ino));
+	ret = fallocate(fi_fd(fi), mode, offset, length);
 
 	fuse_reply_err(req, ret == -1 ? errno : 0);
 }
@@ -164,8 +145,11 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			off_t off_out, struct fuse_file_info *fi_out,
 			size_t len, int flags)
 {
-	ssize_t n = copy_file_range(fi_fd(fi_in), &off_in, fi_fd(fi_out),
-				    &off_out, len, (unsigned int)flags);
+	ssize_t n;
+
+	gate_note_write(req_fs(req), req_inode(req, ino_out));
+	n = copy_file_range(fi_fd(fi_in), &off_in, fi_fd(fi_out), &off_out,
+			    len, (unsigned int)flags);
 
 	if (n == -1)
 		fuse_reply_err(req, errno);

@@ -25,6 +25,27 @@ enum opt_key {
 	KEY_ENTRY_TIMEOUT,
 	KEY_NEGATIVE_TIMEOUT,
 	KEY_NO_DEFAULT_PERMISSIONS,
+	KEY_CLAMD,
+	KEY_SCAN_MODE,
+	KEY_SCAN_TIMEOUT,
+	KEY_SCAN_THREADS,
+	KEY_CLAMD_CONNECTIONS,
+	KEY_CACHE_ENTRIES,
+	KEY_CACHE_TTL,
+	KEY_VERSION_CHECK,
+	KEY_SCAN_ON_CLOSE,
+	KEY_ON_ERROR,
+	KEY_ON_INFECTED,
+	KEY_DENY_ERRNO,
+	KEY_QUARANTINE_DIR,
+	KEY_INFECTED_CMD,
+	KEY_INFECTED_CMD_RATE,
+	KEY_MAX_SCAN_SIZE,
+	KEY_OVERSIZE,
+	KEY_INCLUDE,
+	KEY_EXCLUDE,
+	KEY_EXEMPT_UID,
+	KEY_EXEMPT_GID,
 };
 
 static const struct fuse_opt opt_spec[] = {
@@ -44,6 +65,27 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("entry_timeout=", KEY_ENTRY_TIMEOUT),
 	FUSE_OPT_KEY("negative_timeout=", KEY_NEGATIVE_TIMEOUT),
 	FUSE_OPT_KEY("no_default_permissions", KEY_NO_DEFAULT_PERMISSIONS),
+	FUSE_OPT_KEY("clamd=", KEY_CLAMD),
+	FUSE_OPT_KEY("scan_mode=", KEY_SCAN_MODE),
+	FUSE_OPT_KEY("scan_timeout=", KEY_SCAN_TIMEOUT),
+	FUSE_OPT_KEY("scan_threads=", KEY_SCAN_THREADS),
+	FUSE_OPT_KEY("clamd_connections=", KEY_CLAMD_CONNECTIONS),
+	FUSE_OPT_KEY("cache_entries=", KEY_CACHE_ENTRIES),
+	FUSE_OPT_KEY("cache_ttl=", KEY_CACHE_TTL),
+	FUSE_OPT_KEY("version_check=", KEY_VERSION_CHECK),
+	FUSE_OPT_KEY("scan_on_close", KEY_SCAN_ON_CLOSE),
+	FUSE_OPT_KEY("on_error=", KEY_ON_ERROR),
+	FUSE_OPT_KEY("on_infected=", KEY_ON_INFECTED),
+	FUSE_OPT_KEY("deny_errno=", KEY_DENY_ERRNO),
+	FUSE_OPT_KEY("quarantine_dir=", KEY_QUARANTINE_DIR),
+	FUSE_OPT_KEY("infected_cmd=", KEY_INFECTED_CMD),
+	FUSE_OPT_KEY("infected_cmd_rate=", KEY_INFECTED_CMD_RATE),
+	FUSE_OPT_KEY("max_scan_size=", KEY_MAX_SCAN_SIZE),
+	FUSE_OPT_KEY("oversize=", KEY_OVERSIZE),
+	FUSE_OPT_KEY("include=", KEY_INCLUDE),
+	FUSE_OPT_KEY("exclude=", KEY_EXCLUDE),
+	FUSE_OPT_KEY("exempt_uid=", KEY_EXEMPT_UID),
+	FUSE_OPT_KEY("exempt_gid=", KEY_EXEMPT_GID),
 	FUSE_OPT_END,
 };
 
@@ -113,6 +155,51 @@ static int parse_threads(struct parse_ctx *ctx, const char *arg)
 	return 0;
 }
 
+static int parse_ulong(struct parse_ctx *ctx, const char *arg,
+		       unsigned long min, unsigned long max, unsigned long *out)
+{
+	const char *val = opt_value(arg);
+	unsigned long n;
+	char *end;
+
+	errno = 0;
+	n = strtoul(val, &end, 10);
+	if (*val < '0' || *val > '9' || *end != '\0' || errno || n < min ||
+	    n > max)
+		return parse_fail(ctx, -EINVAL,
+				  "bad value in '%s': want %lu to %lu", arg,
+				  min, max);
+	*out = n;
+	return 0;
+}
+
+static int parse_uint(struct parse_ctx *ctx, const char *arg,
+		      unsigned int min, unsigned int max, unsigned int *out)
+{
+	unsigned long n;
+
+	if (parse_ulong(ctx, arg, min, max, &n))
+		return -1;
+	*out = (unsigned int)n;
+	return 0;
+}
+
+/* Picks one of words (NULL-terminated) and returns its index. */
+static int parse_choice(struct parse_ctx *ctx, const char *arg,
+			const char *const *words, const char *want, int *out)
+{
+	const char *val = opt_value(arg);
+
+	for (int i = 0; words[i]; i++) {
+		if (strcmp(val, words[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	}
+	return parse_fail(ctx, -EINVAL, "bad value in '%s': want %s", arg,
+			  want);
+}
+
 static int set_string(struct parse_ctx *ctx, char **dst, const char *val)
 {
 	char *copy = strdup(val);
@@ -121,6 +208,113 @@ static int set_string(struct parse_ctx *ctx, char **dst, const char *val)
 		return parse_fail(ctx, -ENOMEM, "out of memory");
 	free(*dst);
 	*dst = copy;
+	return 0;
+}
+
+static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
+{
+	static const char *const modes[] = {"fdpass", "stream", "path", NULL};
+	static const char *const deny_allow[] = {"deny", "allow", NULL};
+	static const char *const errnos[] = {"EACCES", "EPERM", NULL};
+	struct clamfs_opts *opts = ctx->opts;
+	struct policy *p = &opts->policy;
+	const char *val = opt_value(arg);
+	unsigned long id;
+	int choice, ret = 0;
+
+	switch (key) {
+	case KEY_CLAMD:
+		if (*val == '\0')
+			return parse_fail(ctx, -EINVAL, "empty clamd= address");
+		return set_string(ctx, &opts->clamd, val);
+	case KEY_SCAN_MODE:
+		if (parse_choice(ctx, arg, modes, "fdpass, stream or path",
+				 &choice))
+			return -1;
+		opts->scan_mode = choice;
+		return 0;
+	case KEY_SCAN_TIMEOUT:
+		return parse_uint(ctx, arg, 1, 3600, &opts->scan_timeout);
+	case KEY_SCAN_THREADS:
+		return parse_uint(ctx, arg, 1, 256, &opts->scan_threads);
+	case KEY_CLAMD_CONNECTIONS:
+		return parse_uint(ctx, arg, 1, 256, &opts->clamd_connections);
+	case KEY_CACHE_ENTRIES:
+		return parse_ulong(ctx, arg, 0, 100000000UL,
+				   &opts->cache_entries);
+	case KEY_CACHE_TTL:
+		return parse_uint(ctx, arg, 0, 30 * 86400, &opts->cache_ttl);
+	case KEY_VERSION_CHECK:
+		return parse_uint(ctx, arg, 0, 86400, &opts->version_check);
+	case KEY_SCAN_ON_CLOSE:
+		opts->scan_on_close = true;
+		return 0;
+	case KEY_ON_ERROR:
+		if (parse_choice(ctx, arg, deny_allow, "deny or allow",
+				 &choice))
+			return -1;
+		p->on_error_allow = choice == 1;
+		return 0;
+	case KEY_ON_INFECTED:
+		if (infected_action_parse(val, &p->on_infected))
+			return parse_fail(ctx, -EINVAL,
+					  "bad value in '%s': want deny, log, "
+					  "quarantine or delete",
+					  arg);
+		return 0;
+	case KEY_DENY_ERRNO:
+		if (parse_choice(ctx, arg, errnos, "EACCES or EPERM", &choice))
+			return -1;
+		p->deny_errno = choice == 0 ? EACCES : EPERM;
+		return 0;
+	case KEY_QUARANTINE_DIR:
+		if (*val != '/')
+			return parse_fail(ctx, -EINVAL,
+					  "bad value in '%s': want an absolute "
+					  "path",
+					  arg);
+		return set_string(ctx, &opts->quarantine_dir, val);
+	case KEY_INFECTED_CMD:
+		if (*val != '/')
+			return parse_fail(ctx, -EINVAL,
+					  "bad value in '%s': want an absolute "
+					  "path",
+					  arg);
+		return set_string(ctx, &opts->infected_cmd, val);
+	case KEY_INFECTED_CMD_RATE:
+		return parse_uint(ctx, arg, 1, 10000,
+				  &opts->infected_cmd_rate);
+	case KEY_MAX_SCAN_SIZE:
+		if (policy_parse_size(val, &p->max_scan_size))
+			return parse_fail(ctx, -EINVAL,
+					  "bad value in '%s': want bytes with "
+					  "an optional K, M, G or T",
+					  arg);
+		return 0;
+	case KEY_OVERSIZE:
+		if (parse_choice(ctx, arg, deny_allow, "deny or allow",
+				 &choice))
+			return -1;
+		p->oversize_allow = choice == 1;
+		return 0;
+	case KEY_INCLUDE:
+	case KEY_EXCLUDE:
+		if (*val == '\0')
+			return parse_fail(ctx, -EINVAL, "empty pattern in '%s'",
+					  arg);
+		ret = policy_add_glob(p, key == KEY_INCLUDE, val);
+		break;
+	case KEY_EXEMPT_UID:
+	case KEY_EXEMPT_GID:
+		if (parse_ulong(ctx, arg, 0, UINT32_MAX - 1, &id))
+			return -1;
+		ret = key == KEY_EXEMPT_UID
+			      ? policy_add_exempt_uid(p, (uid_t)id)
+			      : policy_add_exempt_gid(p, (gid_t)id);
+		break;
+	}
+	if (ret)
+		return parse_fail(ctx, -ENOMEM, "out of memory");
 	return 0;
 }
 
@@ -182,6 +376,8 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_NO_DEFAULT_PERMISSIONS:
 		opts->default_permissions = false;
 		return 0;
+	default:
+		return scan_opt_proc(ctx, arg, key);
 	}
 	(void)outargs;
 	return 1;
@@ -200,6 +396,15 @@ static void opts_set_defaults(struct clamfs_opts *opts)
 	opts->attr_timeout = 1.0;
 	opts->entry_timeout = 1.0;
 	opts->negative_timeout = 0.0;
+
+	opts->scan_mode = -1;
+	opts->scan_timeout = 60;
+	opts->scan_threads = 8;
+	opts->cache_entries = 100000;
+	opts->cache_ttl = 3600;
+	opts->version_check = 60;
+	opts->infected_cmd_rate = 10;
+	policy_init(&opts->policy);
 }
 
 /* Assigns the positional arguments: [BACKEND] MOUNTPOINT. */
@@ -254,6 +459,18 @@ int opts_parse(int argc, char *argv[], struct clamfs_opts *opts,
 	    fuse_opt_add_arg(&args, "-odefault_permissions") == -1) {
 		parse_fail(&ctx, -ENOMEM, "out of memory");
 		ret = -ENOMEM;
+		goto out_fail;
+	}
+	if (!opts->clamd && !(opts->clamd = strdup(OPTS_DEFAULT_CLAMD))) {
+		parse_fail(&ctx, -ENOMEM, "out of memory");
+		ret = -ENOMEM;
+		goto out_fail;
+	}
+	if (opts->policy.on_infected == INFECTED_QUARANTINE &&
+	    !opts->quarantine_dir) {
+		parse_fail(&ctx, -EINVAL,
+			   "on_infected=quarantine needs quarantine_dir=");
+		ret = -EINVAL;
 		goto out_fail;
 	}
 	/* paths not moved into opts (with --help) are not needed */
@@ -315,8 +532,15 @@ void opts_free(struct clamfs_opts *opts)
 {
 	free(opts->backend);
 	free(opts->mountpoint);
+	free(opts->clamd);
+	free(opts->quarantine_dir);
+	free(opts->infected_cmd);
 	opts->backend = NULL;
 	opts->mountpoint = NULL;
+	opts->clamd = NULL;
+	opts->quarantine_dir = NULL;
+	opts->infected_cmd = NULL;
+	policy_free(&opts->policy);
 }
 
 void opts_print_help(FILE *out, const char *progname)
@@ -325,29 +549,49 @@ void opts_print_help(FILE *out, const char *progname)
 		"usage: %s [options] BACKEND MOUNTPOINT\n"
 		"       %s -o backend=BACKEND [options] MOUNTPOINT\n"
 		"\n"
-		"Mounts BACKEND at MOUNTPOINT (they may be the same directory).\n"
+		"Mounts BACKEND at MOUNTPOINT (they may be the same directory)\n"
+		"and asks clamd about every file before it may be read.\n"
 		"\n"
-		"clamfs options:\n"
+		"General options:\n"
 		"    -h, --help              print this help and exit\n"
 		"    -V, --version           print versions and exit\n"
-		"    -f                      stay in the foreground, log to "
-		"stderr\n"
-		"    -d, -o debug            log every FUSE request (implies "
-		"-f)\n"
-		"    -s                      one worker thread\n"
+		"    -f                      stay in the foreground, log to stderr\n"
+		"    -d, -o debug            log every FUSE request (implies -f)\n"
+		"    -s                      one FUSE worker thread\n"
 		"    -o backend=DIR          directory to mirror\n"
-		"    -o threads=N            max FUSE worker threads (default "
-		"%d)\n"
+		"    -o threads=N            max FUSE worker threads (%d)\n"
 		"    -o clone_fd             one /dev/fuse fd per worker thread\n"
-		"    -o attr_timeout=SEC     attribute cache time (default 1)\n"
-		"    -o entry_timeout=SEC    name lookup cache time (default 1)\n"
-		"    -o negative_timeout=SEC cache time of failed lookups "
-		"(default 0)\n"
+		"    -o attr_timeout=SEC     attribute cache time (1)\n"
+		"    -o entry_timeout=SEC    name lookup cache time (1)\n"
+		"    -o negative_timeout=SEC cache time of failed lookups (0)\n"
 		"    -o no_default_permissions\n"
-		"                            let only the backend check "
-		"permissions\n"
-		"                            (default: the kernel checks them "
-		"too)\n"
+		"                            only the backend checks permissions\n"
+		"\n"
+		"Scanning options:\n"
+		"    -o clamd=ADDR           clamd socket path or tcp://HOST:PORT\n"
+		"                            (%s)\n"
+		"    -o scan_mode=MODE       fdpass, stream or path (fdpass on a\n"
+		"                            UNIX socket, stream over TCP)\n"
+		"    -o scan_timeout=SEC     deadline of one scan (60)\n"
+		"    -o scan_threads=N       scans at once (8)\n"
+		"    -o clamd_connections=N  connections to clamd (scan_threads)\n"
+		"    -o on_error=deny|allow  when a scan fails: EIO, or allow (deny)\n"
+		"    -o on_infected=ACTION   deny, log, quarantine or delete (deny)\n"
+		"    -o deny_errno=EACCES|EPERM  error of a refused open (EACCES)\n"
+		"    -o quarantine_dir=DIR   where on_infected=quarantine moves files\n"
+		"    -o infected_cmd=PATH    program run on each detection\n"
+		"    -o infected_cmd_rate=N  runs of it per minute at most (10)\n"
+		"    -o max_scan_size=SIZE   larger files are not scanned (100M;\n"
+		"                            0: no limit)\n"
+		"    -o oversize=allow|deny  what happens to them (allow)\n"
+		"    -o include=GLOB         scan only matching paths (repeatable)\n"
+		"    -o exclude=GLOB         never scan matching paths (repeatable)\n"
+		"    -o exempt_uid=UID       never scan for this user (repeatable)\n"
+		"    -o exempt_gid=GID       never scan for this group (repeatable)\n"
+		"    -o scan_on_close        scan a file when its last writer closes\n"
+		"    -o cache_entries=N      verdict cache size (100000)\n"
+		"    -o cache_ttl=SEC        verdict lifetime; 0: no cache (3600)\n"
+		"    -o version_check=SEC    clamd database check interval (60)\n"
 		"\n",
-		progname, progname, OPTS_DEFAULT_THREADS);
+		progname, progname, OPTS_DEFAULT_THREADS, OPTS_DEFAULT_CLAMD);
 }

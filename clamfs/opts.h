@@ -14,6 +14,10 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_opt.h>
 
+#include "policy.h"
+
+#define OPTS_DEFAULT_CLAMD "/var/run/clamav/clamd.ctl"
+
 struct clamfs_opts {
 	char *backend;    /* as given; resolved by the caller */
 	char *mountpoint; /* as given */
@@ -28,6 +32,21 @@ struct clamfs_opts {
 	double attr_timeout;
 	double entry_timeout;
 	double negative_timeout;
+
+	/* scanning */
+	char *clamd;		       /* UNIX socket path or tcp://host:port */
+	int scan_mode;		       /* enum scan_mode, or -1: by address */
+	unsigned int scan_timeout;     /* seconds */
+	unsigned int scan_threads;     /* scanner threads */
+	unsigned int clamd_connections; /* 0: as many as scan_threads */
+	unsigned long cache_entries;
+	unsigned int cache_ttl;	    /* seconds; 0 turns the cache off */
+	unsigned int version_check; /* seconds between VERSION; 0: never */
+	bool scan_on_close;
+	char *quarantine_dir;
+	char *infected_cmd;
+	unsigned int infected_cmd_rate; /* runs per minute at most */
+	struct policy policy;
 };
 
 #define OPTS_DEFAULT_THREADS 16

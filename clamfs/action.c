@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Quarantine and delete of infected backend files, symlink-safe: every
+ * directory is opened with O_NOFOLLOW relative to the previous one.
+ */
+#include "action.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * Opens the directory holding relpath's last component, walking from
+ * root_fd; with create, missing directories are made (mode 0700). Returns
+ * the fd and points *base at the last component inside buf.
+ */
+static int walk_parent(int root_fd, const char *relpath, bool create,
+		       char *buf, size_t buflen, const char **base)
+{
+	char *comp, *slash;
+	int fd, next;
+
+	if (strlcpy(buf, relpath, buflen) >= buflen)
+		return -ENAMETOOLONG;
+	fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd == -1)
+		return -errno;
+	comp = buf;
+	while ((slash = strchr(comp, '/'))) {
+		*slash = '\0';
+		if (*comp == '\0' || strcmp(comp, ".") == 0 ||
+		    strcmp(comp, "..") == 0) {
+			close(fd);
+			return -EINVAL;
+		}
+		if (create && mkdirat(fd, comp, 0700) == -1 &&
+		    errno != EEXIST) {
+			next = -errno;
+			close(fd);
+			return next;
+		}
+		next = openat(fd, comp,
+			      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		if (next == -1)
+			return -errno;
+		fd = next;
+		comp = slash + 1;
+	}
+	if (*comp == '\0' || strcmp(comp, "..") == 0 ||
+	    strcmp(comp, ".") == 0) {
+		close(fd);
+		return -EINVAL;
+	}
+	*base = comp;
+	return fd;
+}
+
+static int same_file_at(int dirfd, const char *name, dev_t dev, ino_t ino)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_dev != dev || st.st_ino != ino)
+		return -ESTALE;
+	return 0;
+}
+
+int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino)
+{
+	char buf[PATH_MAX];
+	const char *base;
+	int dirfd, ret;
+
+	dirfd = walk_parent(backend_fd, relpath, false, buf, sizeof(buf),
+			    &base);
+	if (dirfd < 0)
+		return dirfd;
+	ret = same_file_at(dirfd, base, dev, ino);
+	if (ret == 0 && unlinkat(dirfd, base, 0) == -1)
+		ret = -errno;
+	close(dirfd);
+	return ret;
+}
+
+/* Copies an open file into a new file; for a quarantine on another fs. */
+static int copy_into(int src, int qdir, const char *name)
+{
+	int dst, ret = 0;
+	off_t off = 0;
+
+	dst = openat(qdir, name,
+		     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		     0600);
+	if (dst == -1)
+		return -errno;
+	for (;;) {
+		ssize_t n = copy_file_range(src, &off, dst, NULL, 1 << 20, 0);
+
+		if (n == 0)
+			break;
+		if (n == -1) {
+			ret = -errno;
+			break;
+		}
+	}
+	if (ret == 0 && fsync(dst) == -1)
+		ret = -errno;
+	close(dst);
+	if (ret)
+		unlinkat(qdir, name, 0);
+	return ret;
+}
+
+static int move_across(int dirfd, const char *base, dev_t dev, ino_t ino,
+		       int qdir, const char *name)
+{
+	struct stat st;
+	int src, ret;
+
+	src = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (src == -1)
+		return -errno;
+	if (fstat(src, &st) == -1 || st.st_dev != dev || st.st_ino != ino) {
+		close(src);
+		return -ESTALE;
+	}
+	ret = copy_into(src, qdir, name);
+	close(src);
+	if (ret)
+		return ret;
+	ret = same_file_at(dirfd, base, dev, ino);
+	if (ret == 0 && unlinkat(dirfd, base, 0) == -1)
+		ret = -errno;
+	return ret;
+}
+
+int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
+		      ino_t ino, int qdir_fd, char *dest, size_t destlen)
+{
+	char src_buf[PATH_MAX], dst_buf[PATH_MAX], stamp[32], name[NAME_MAX + 1];
+	const char *base, *qbase;
+	int dirfd, qdir = -1, ret;
+	time_t now = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	dirfd = walk_parent(backend_fd, relpath, false, src_buf,
+			    sizeof(src_buf), &base);
+	if (dirfd < 0)
+		return dirfd;
+	ret = same_file_at(dirfd, base, dev, ino);
+	if (ret)
+		goto out;
+	qdir = walk_parent(qdir_fd, relpath, true, dst_buf, sizeof(dst_buf),
+			   &qbase);
+	if (qdir < 0) {
+		ret = qdir;
+		goto out;
+	}
+	for (int n = 0; n < 1000; n++) {
+		int len = n ? snprintf(name, sizeof(name), "%s.%s.%d", qbase,
+				       stamp, n)
+			    : snprintf(name, sizeof(name), "%s.%s", qbase,
+				       stamp);
+
+		if (len < 0 || (size_t)len >= sizeof(name)) {
+			ret = -ENAMETOOLONG;
+			goto out;
+		}
+		ret = renameat2(dirfd, base, qdir, name, RENAME_NOREPLACE) ==
+				      -1
+			      ? -errno
+			      : 0;
+		if (ret == -EXDEV)
+			ret = move_across(dirfd, base, dev, ino, qdir, name);
+		if (ret != -EEXIST)
+			break;
+	}
+	/*
+	 * The name may have been swapped between the check and the rename:
+	 * the moved file must be the scanned one, or it goes back.
+	 */
+	if (ret == 0 && same_file_at(qdir, name, dev, ino) == -ESTALE) {
+		renameat2(qdir, name, dirfd, base, RENAME_NOREPLACE);
+		ret = -ESTALE;
+	}
+	if (ret == 0) {
+		const char *last = strrchr(relpath, '/');
+
+		if (last)
+			snprintf(dest, destlen, "%.*s/%s",
+				 (int)(last - relpath), relpath, name);
+		else
+			snprintf(dest, destlen, "%s", name);
+	}
+out:
+	if (qdir >= 0)
+		close(qdir);
+	close(dirfd);
+	return ret;
+}

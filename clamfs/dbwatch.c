@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The VERSION polling thread.
+ */
+#include "dbwatch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+struct dbwatch {
+	struct cdp_pool *pool;
+	struct vcache *vc;
+	struct stats *stats;
+	unsigned int interval;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool stop;
+	bool known;
+	struct cdp_version last;
+};
+
+static bool version_differs(const struct cdp_version *a,
+			    const struct cdp_version *b)
+{
+	return a->db_version != b->db_version ||
+	       strcmp(a->db_date, b->db_date) != 0 ||
+	       strcmp(a->engine, b->engine) != 0;
+}
+
+static void check_once(struct dbwatch *w)
+{
+	struct cdp_version ver;
+
+	if (cdp_version(w->pool, &ver, NULL) != 0)
+		return; /* clamd down: the scans report it */
+	if (w->known && version_differs(&w->last, &ver)) {
+		vcache_clear(w->vc);
+		stats_inc(w->stats, STAT_CACHE_CLEARS);
+		log_info("clamd database changed (%s/%lu -> %s/%lu): verdict "
+			 "cache dropped",
+			 w->last.engine, w->last.db_version, ver.engine,
+			 ver.db_version);
+	}
+	w->last = ver;
+	w->known = true;
+}
+
+static void *watch_main(void *arg)
+{
+	struct dbwatch *w = arg;
+	struct timespec until;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->stop) {
+		pthread_mutex_unlock(&w->lock);
+		check_once(w);
+		pthread_mutex_lock(&w->lock);
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += w->interval;
+		while (!w->stop &&
+		       pthread_cond_timedwait(&w->wake, &w->lock, &until) !=
+			       ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+int dbwatch_start(struct cdp_pool *pool, struct vcache *vc,
+		  struct stats *stats, unsigned int interval_sec,
+		  struct dbwatch **out)
+{
+	pthread_condattr_t ca;
+	struct dbwatch *w;
+	int ret;
+
+	*out = NULL;
+	if (interval_sec == 0)
+		return 0;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->pool = pool;
+	w->vc = vc;
+	w->stats = stats;
+	w->interval = interval_sec;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = -pthread_create(&w->thread, NULL, watch_main, w);
+	if (ret) {
+		free(w);
+		return ret;
+	}
+	*out = w;
+	return 0;
+}
+
+void dbwatch_stop(struct dbwatch *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_signal(&w->wake);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->wake);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Detection reports: the log line and the rate-limited hook program.
+ */
+#include "detect.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+struct detect {
+	char *hook;
+	char *mountpoint;
+	struct stats *stats;
+	pthread_mutex_t lock;
+	double tokens; /* token bucket: per_minute, refilled continuously */
+	double capacity;
+	struct timespec last;
+};
+
+struct detect *detect_new(const char *hook, unsigned int per_minute,
+			  const char *mountpoint, struct stats *stats)
+{
+	struct detect *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->hook = hook ? strdup(hook) : NULL;
+	d->mountpoint = strdup(mountpoint ? mountpoint : "");
+	if ((hook && !d->hook) || !d->mountpoint) {
+		detect_free(d);
+		return NULL;
+	}
+	d->stats = stats;
+	d->capacity = per_minute ? per_minute : 1;
+	d->tokens = d->capacity;
+	clock_gettime(CLOCK_MONOTONIC, &d->last);
+	pthread_mutex_init(&d->lock, NULL);
+	return d;
+}
+
+void detect_free(struct detect *d)
+{
+	if (!d)
+		return;
+	free(d->hook);
+	free(d->mountpoint);
+	free(d);
+}
+
+void detect_quote(char *buf, size_t len, const char *s)
+{
+	size_t o = 0;
+
+	if (len < 3) {
+		if (len)
+			buf[0] = '\0';
+		return;
+	}
+	buf[o++] = '"';
+	for (; *s && o + 6 < len; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			buf[o++] = '\\';
+			buf[o++] = (char)c;
+		} else if (c < 0x20 || c == 0x7f) {
+			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+		} else {
+			buf[o++] = (char)c;
+		}
+	}
+	buf[o++] = '"';
+	buf[o] = '\0';
+}
+
+static void process_name(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(buf, len, "?");
+	if (pid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* A user without a passwd entry is named by number, never a failure. */
+static void user_name(uid_t uid, char *buf, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[1024];
+
+	if (getpwuid_r(uid, &pw, tmp, sizeof(tmp), &res) == 0 && res)
+		snprintf(buf, len, "%s", res->pw_name);
+	else
+		snprintf(buf, len, "%u", (unsigned)uid);
+}
+
+static bool take_token(struct detect *d)
+{
+	struct timespec now;
+	double elapsed;
+	bool ok;
+
+	pthread_mutex_lock(&d->lock);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	elapsed = (double)(now.tv_sec - d->last.tv_sec) +
+		  (double)(now.tv_nsec - d->last.tv_nsec) / 1e9;
+	d->last = now;
+	d->tokens += elapsed * d->capacity / 60.0;
+	if (d->tokens > d->capacity)
+		d->tokens = d->capacity;
+	ok = d->tokens >= 1.0;
+	if (ok)
+		d->tokens -= 1.0;
+	pthread_mutex_unlock(&d->lock);
+	return ok;
+}
+
+static void *reap_child(void *arg)
+{
+	pid_t pid = (pid_t)(intptr_t)arg;
+
+	while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void run_hook(struct detect *d, const struct detection *det,
+		     const char *process)
+{
+	char env[8][PATH_MAX + 32];
+	char *envp[9], *argv[2] = {d->hook, NULL};
+	pthread_attr_t attr;
+	pthread_t reaper;
+	pid_t pid;
+	int ret;
+
+	if (!take_token(d)) {
+		stats_inc(d->stats, STAT_HOOK_SUPPRESSED);
+		log_warn("infected_cmd suppressed: more than %.0f runs a "
+			 "minute",
+			 d->capacity);
+		return;
+	}
+	snprintf(env[0], sizeof(env[0]), "CLAMFS_EVENT=%s", det->event);
+	snprintf(env[1], sizeof(env[1]), "CLAMFS_PATH=%s",
+		 det->relpath ? det->relpath : "");
+	snprintf(env[2], sizeof(env[2]), "CLAMFS_MOUNT=%s", d->mountpoint);
+	snprintf(env[3], sizeof(env[3]), "CLAMFS_SIGNATURE=%s",
+		 det->signature);
+	snprintf(env[4], sizeof(env[4]), "CLAMFS_ACTION=%s", det->action);
+	snprintf(env[5], sizeof(env[5]), "CLAMFS_PID=%d", (int)det->pid);
+	snprintf(env[6], sizeof(env[6]), "CLAMFS_UID=%u", (unsigned)det->uid);
+	snprintf(env[7], sizeof(env[7]), "CLAMFS_PROCESS=%s", process);
+	for (int i = 0; i < 8; i++)
+		envp[i] = env[i];
+	envp[8] = NULL;
+	ret = posix_spawn(&pid, d->hook, NULL, NULL, argv, envp);
+	if (ret) {
+		log_err("infected_cmd %s: %s", d->hook, strerror(ret));
+		return;
+	}
+	stats_inc(d->stats, STAT_HOOK_RUNS);
+	/* a zombie per detection would pile up: reap it in the background */
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&reaper, &attr, reap_child,
+			   (void *)(intptr_t)pid) != 0)
+		waitpid(pid, NULL, WNOHANG);
+	pthread_attr_destroy(&attr);
+}
+
+void detect_report(struct detect *d, const struct detection *det)
+{
+	char path[PATH_MAX * 4 + 8], sig[512], proc[64], qproc[160], user[64];
+
+	process_name(det->pid, proc, sizeof(proc));
+	user_name(det->uid, user, sizeof(user));
+	detect_quote(path, sizeof(path), det->relpath ? det->relpath : "?");
+	detect_quote(sig, sizeof(sig), det->signature);
+	detect_quote(qproc, sizeof(qproc), proc);
+	log_warn("infected path=%s signature=%s action=%s%s%s event=%s "
+		 "pid=%d process=%s uid=%u user=%s cached=%s",
+		 path, sig, det->action, det->outcome ? " " : "",
+		 det->outcome ? det->outcome : "", det->event, (int)det->pid,
+		 qproc, (unsigned)det->uid, user, det->cached ? "yes" : "no");
+	stats_inc(d->stats, STAT_INFECTED);
+	if (d->hook)
+		run_hook(d, det, proc);
+}

@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The scan gate. The FUSE worker opens the file as the caller, checks the
+ * verdict cache, and on a miss hands the request to the scan queue and
+ * returns: the reply comes from a scanner thread, so a long scan pins no
+ * worker. Policy (exclusions, size, actions, errors) is applied here.
+ */
+#include "open.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "action.h"
+#include "log.h"
+
+/* An open (or close scan) waiting for its verdict. */
+struct pending {
+	struct scan_waiter w; /* first: the queue hands it back */
+	struct clamfs_fs *fs;
+	fuse_req_t req; /* NULL: a scan_on_close, nobody to reply to */
+	struct fuse_file_info fi;
+	bool is_create;
+	struct fuse_entry_param entry;
+	struct inode *inode;
+	int fd;
+	struct stat st;
+	uint64_t write_seq;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+};
+
+static bool may_read(int flags)
+{
+	return (flags & O_ACCMODE) != O_WRONLY;
+}
+
+static bool may_write(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY;
+}
+
+/* Refuses the open; undoes the entry reference a create would hand over. */
+static void reply_refused(fuse_req_t req, struct clamfs_fs *fs, int fd,
+			  const struct fuse_entry_param *created, int err)
+{
+	close(fd);
+	if (created)
+		itab_forget(fs->itab, req_inode(req, created->ino), 1);
+	fuse_reply_err(req, err);
+}
+
+static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
+			  struct inode *inode, int fd,
+			  struct fuse_file_info *fi, const struct stat *st,
+			  const struct fuse_entry_param *created)
+{
+	bool writer = may_write(fi->flags);
+	int ret;
+
+	/* pages cached by an earlier open are kept only if nothing changed */
+	fi->keep_cache = st && inode_stamp_unchanged(inode, st);
+	/* nothing to flush on close for a reader; spares a round trip */
+	fi->noflush = !writer;
+	fi->fh = (uint64_t)fd;
+	if (writer)
+		inode_writers_add(inode, 1);
+	ret = created ? fuse_reply_create(req, created, fi)
+		      : fuse_reply_open(req, fi);
+	/* an interrupted open gets no release: undo what it holds */
+	if (ret != 0) {
+		if (writer)
+			inode_writers_add(inode, -1);
+		close(fd);
+		if (created)
+			itab_forget(fs->itab, req_inode(req, created->ino), 1);
+	}
+}
+
+/* Carries out the on_infected action; returns the errno to refuse with. */
+static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
+			   const char *event, const char *sig, bool cached)
+{
+	const struct policy *pol = fs->policy;
+	char buf[PATH_MAX], dest[PATH_MAX], outcome[PATH_MAX + 64];
+	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
+	struct detection det = {
+		.event = event,
+		.relpath = rel,
+		.signature = sig,
+		.action = infected_action_name(pol->on_infected),
+		.pid = p->pid,
+		.uid = p->uid,
+		.gid = p->gid,
+		.cached = cached,
+	};
+	int ret;
+
+	switch (pol->on_infected) {
+	case INFECTED_LOG:
+		detect_report(fs->detect, &det);
+		return 0;
+	case INFECTED_DENY:
+		break;
+	case INFECTED_QUARANTINE:
+		ret = rel ? action_quarantine(inode_fd(itab_root(fs->itab)), rel,
+					      p->st.st_dev, p->st.st_ino,
+					      fs->quarantine_fd, dest,
+					      sizeof(dest))
+			  : -ENOENT;
+		if (ret == 0) {
+			snprintf(outcome, sizeof(outcome), "quarantined_as=%s",
+				 dest);
+			stats_inc(&fs->stats, STAT_QUARANTINED);
+		} else {
+			snprintf(outcome, sizeof(outcome),
+				 "quarantine_failed=\"%s\"", strerror(-ret));
+		}
+		det.outcome = outcome;
+		vcache_invalidate(fs->vcache, p->st.st_dev, p->st.st_ino);
+		break;
+	case INFECTED_DELETE:
+		ret = rel ? action_delete(inode_fd(itab_root(fs->itab)), rel,
+					  p->st.st_dev, p->st.st_ino)
+			  : -ENOENT;
+		if (ret == 0) {
+			det.outcome = "deleted=yes";
+			stats_inc(&fs->stats, STAT_DELETED);
+		} else {
+			snprintf(outcome, sizeof(outcome),
+				 "delete_failed=\"%s\"", strerror(-ret));
+			det.outcome = outcome;
+		}
+		vcache_invalidate(fs->vcache, p->st.st_dev, p->st.st_ino);
+		break;
+	}
+	detect_report(fs->detect, &det);
+	return pol->deny_errno;
+}
+
+/* Scan failed: fail closed with EIO unless on_error=allow. */
+static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
+			      const struct cdp_result *res)
+{
+	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], text[CDP_TEXT_MAX + 8];
+	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
+	bool allow = fs->policy->on_error_allow;
+
+	stats_error(&fs->stats, res->cat);
+	stats_inc(&fs->stats,
+		  allow ? STAT_ERRORS_ALLOWED : STAT_ERRORS_DENIED);
+	detect_quote(path, sizeof(path), rel ? rel : "?");
+	detect_quote(text, sizeof(text), res->text);
+	log_warn("scan failed path=%s error=%s reason=%s pid=%d uid=%u "
+		 "open=%s",
+		 path, cdp_errcat_name(res->cat), text, (int)p->pid,
+		 (unsigned)p->uid, allow ? "allowed-unscanned" : "denied-EIO");
+	return allow;
+}
+
+static void maybe_cache(struct pending *p, const struct scan_outcome *o)
+{
+	struct vcache_file f;
+
+	if (o->res.verdict == CDP_ERROR || inode_writers(p->inode) != 0 ||
+	    inode_write_seq(p->inode) != o->tag)
+		return;
+	vcache_file_from_stat(&f, &p->st);
+	vcache_insert(p->fs->vcache, &f,
+		      o->res.verdict == CDP_CLEAN ? VCACHE_CLEAN
+						  : VCACHE_INFECTED,
+		      o->res.text, o->gen);
+}
+
+static void close_scanned(struct pending *p, const struct scan_outcome *o)
+{
+	if (o->res.verdict == CDP_INFECTED)
+		act_on_infected(p->fs, p, "close", o->res.text, false);
+	else if (o->res.verdict == CDP_ERROR)
+		allow_after_error(p->fs, p, &o->res);
+	close(p->fd);
+}
+
+/* Scanner thread: the verdict for one waiter. */
+static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
+{
+	struct pending *p = (struct pending *)w;
+	struct clamfs_fs *fs = p->fs;
+	const struct fuse_entry_param *created =
+		p->is_create ? &p->entry : NULL;
+	int err = 0;
+
+	/* from here on no interrupt callback can run on p */
+	if (p->req)
+		fuse_req_interrupt_func(p->req, NULL, NULL);
+	maybe_cache(p, o);
+	if (!p->req) {
+		close_scanned(p, o);
+		itab_forget(fs->itab, p->inode, 1);
+		goto out;
+	}
+	if (scanq_waiter_interrupted(w)) {
+		stats_inc(&fs->stats, STAT_INTERRUPTED);
+		err = EINTR;
+	} else if (o->res.verdict == CDP_INFECTED) {
+		err = act_on_infected(fs, p, "open", o->res.text, false);
+	} else if (o->res.verdict == CDP_ERROR) {
+		err = allow_after_error(fs, p, &o->res) ? 0 : EIO;
+	}
+	if (err) {
+		if (err != EINTR && o->res.verdict == CDP_INFECTED)
+			stats_inc(&fs->stats, STAT_DENIED);
+		reply_refused(p->req, fs, p->fd, created, err);
+	} else {
+		reply_allowed(p->req, fs, p->inode, p->fd, &p->fi, &p->st,
+			      created);
+	}
+out:
+	free(p);
+}
+
+static void interrupted(fuse_req_t req, void *data)
+{
+	scanq_interrupt(&((struct pending *)data)->w);
+}
+
+static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
+				   int fd, const struct stat *st)
+{
+	struct pending *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->w.done = scanned;
+	p->fs = fs;
+	p->inode = inode;
+	p->fd = fd;
+	p->st = *st;
+	p->write_seq = inode_write_seq(inode);
+	return p;
+}
+
+static int submit(struct clamfs_fs *fs, struct pending *p)
+{
+	char buf[PATH_MAX];
+	const char *abs = NULL;
+	struct vcache_file f;
+
+	if (fs->scan_mode == SCAN_MODE_PATH)
+		abs = fs_fd_path(fs, p->fd, true, buf, sizeof(buf));
+	vcache_file_from_stat(&f, &p->st);
+	return scanq_submit(fs->scanq, &f, p->write_seq, p->fd, abs,
+			    vcache_generation(fs->vcache), &p->w);
+}
+
+/* The policy's verdict without a scan; -1 when a scan must decide. */
+static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
+			    const struct stat *st)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	char buf[PATH_MAX];
+	const char *rel = NULL;
+
+	if (st->st_size == 0) {
+		stats_inc(&fs->stats, STAT_EMPTY);
+		return 0;
+	}
+	if (policy_needs_path(fs->policy))
+		rel = fs_fd_path(fs, fd, false, buf, sizeof(buf));
+	switch (policy_decide(fs->policy, rel, ctx->uid, ctx->gid,
+			      (uint64_t)st->st_size)) {
+	case POLICY_SCAN:
+		return -1;
+	case POLICY_SKIP_EXCLUDED:
+		stats_inc(&fs->stats, STAT_EXCLUDED);
+		return 0;
+	case POLICY_SKIP_OVERSIZE:
+		stats_inc(&fs->stats, STAT_OVERSIZE_ALLOWED);
+		return 0;
+	case POLICY_DENY_OVERSIZE:
+		stats_inc(&fs->stats, STAT_OVERSIZE_DENIED);
+		return fs->policy->deny_errno;
+	}
+	return -1;
+}
+
+void gate_open(fuse_req_t req, struct inode *inode, int fd,
+	       struct fuse_file_info *fi,
+	       const struct fuse_entry_param *created)
+{
+	struct clamfs_fs *fs = req_fs(req);
+	const struct fuse_ctx *ctx;
+	char sig[CDP_TEXT_MAX];
+	struct vcache_file f;
+	struct pending *p;
+	struct stat st;
+	int ret;
+
+	if (inode_type(inode) != S_IFREG) {
+		reply_allowed(req, fs, inode, fd, fi, NULL, created);
+		return;
+	}
+	if (fstat(fd, &st) == -1) {
+		reply_refused(req, fs, fd, created, errno);
+		return;
+	}
+	if (!may_read(fi->flags)) {
+		/* overwriting an infected file is fine: nothing is read */
+		reply_allowed(req, fs, inode, fd, fi, &st, created);
+		return;
+	}
+	stats_inc(&fs->stats, STAT_OPENS_CHECKED);
+	ret = decide_unscanned(req, fs, fd, &st);
+	if (ret == 0) {
+		reply_allowed(req, fs, inode, fd, fi, &st, created);
+		return;
+	}
+	if (ret > 0) {
+		reply_refused(req, fs, fd, created, ret);
+		return;
+	}
+
+	p = pending_new(fs, inode, fd, &st);
+	if (!p) {
+		reply_refused(req, fs, fd, created, ENOMEM);
+		return;
+	}
+	ctx = fuse_req_ctx(req);
+	p->pid = ctx->pid;
+	p->uid = ctx->uid;
+	p->gid = ctx->gid;
+	/* a writer through the mount makes any cached verdict untrustworthy */
+	if (inode_writers(inode) == 0) {
+		vcache_file_from_stat(&f, &st);
+		switch (vcache_lookup(fs->vcache, &f, sig, sizeof(sig))) {
+		case VCACHE_CLEAN:
+			stats_inc(&fs->stats, STAT_CACHE_HITS);
+			free(p);
+			reply_allowed(req, fs, inode, fd, fi, &st, created);
+			return;
+		case VCACHE_INFECTED:
+			stats_inc(&fs->stats, STAT_CACHE_HITS);
+			ret = act_on_infected(fs, p, "open", sig, true);
+			free(p);
+			if (ret) {
+				stats_inc(&fs->stats, STAT_DENIED);
+				reply_refused(req, fs, fd, created, ret);
+			} else {
+				reply_allowed(req, fs, inode, fd, fi, &st,
+					      created);
+			}
+			return;
+		case VCACHE_MISS:
+			break;
+		}
+	}
+
+	stats_inc(&fs->stats, STAT_SCANS_WAITED);
+	p->req = req;
+	p->fi = *fi; /* fi does not outlive this call */
+	if (created) {
+		p->is_create = true;
+		p->entry = *created;
+	}
+	/* registered first: a scan may finish before submit returns */
+	fuse_req_interrupt_func(req, interrupted, p);
+	ret = submit(fs, p);
+	if (ret) {
+		fuse_req_interrupt_func(req, NULL, NULL);
+		if (ret == -EINTR)
+			stats_inc(&fs->stats, STAT_INTERRUPTED);
+		free(p);
+		reply_refused(req, fs, fd, created, -ret);
+	}
+}
+
+void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
+		  int flags)
+{
+	char link[PROC_FD_PATH_MAX];
+	struct pending *p;
+	struct stat st;
+	int rfd;
+
+	if (!may_write(flags) || inode_writers_add(inode, -1) != 0 ||
+	    !fs->scan_on_close || inode_type(inode) != S_IFREG)
+		goto out;
+	/* the writer's fd may be write-only: clamd needs to read */
+	proc_fd_path(link, fd);
+	rfd = open(link, O_RDONLY | O_CLOEXEC);
+	if (rfd == -1)
+		goto out;
+	if (fstat(rfd, &st) == -1 || st.st_size == 0 ||
+	    (fs->policy->max_scan_size &&
+	     (uint64_t)st.st_size > fs->policy->max_scan_size) ||
+	    !(p = pending_new(fs, inode, rfd, &st))) {
+		close(rfd);
+		goto out;
+	}
+	stats_inc(&fs->stats, STAT_CLOSE_SCANS);
+	/* nothing else keeps the inode alive until the verdict is in */
+	itab_find_ref(fs->itab, inode_dev(inode), inode_ino(inode));
+	if (submit(fs, p) != 0) {
+		itab_forget(fs->itab, inode, 1);
+		close(rfd);
+		free(p);
+	}
+out:
+	close(fd);
+}
+
+void gate_note_write(struct clamfs_fs *fs, struct inode *inode)
+{
+	inode_note_write(inode);
+	vcache_invalidate(fs->vcache, inode_dev(inode), inode_ino(inode));
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The scan gate: every open that can read a non-empty regular file is
+ * decided before it returns (cache, or a scan by clamd replied from a
+ * scanner thread), and writes through the mount keep the cache honest.
+ */
+#ifndef CLAMFS_OPEN_H
+#define CLAMFS_OPEN_H
+
+#include "fs.h"
+
+/*
+ * Replies to an open, or to a create when created is not NULL (the entry
+ * to hand over), for the backend file open at fd: allowed, refused, or
+ * later once scanned. Takes ownership of fd and, on refusal, of the entry
+ * reference.
+ */
+void gate_open(fuse_req_t req, struct inode *inode, int fd,
+	       struct fuse_file_info *fi,
+	       const struct fuse_entry_param *created);
+
+/* A file handle is released: writer bookkeeping, scan_on_close. Takes fd. */
+void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
+		  int flags);
+
+/* The file is being modified through the mount. */
+void gate_note_write(struct clamfs_fs *fs, struct inode *inode);
+
+#endif

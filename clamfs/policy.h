@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * What gets scanned and what happens to the verdict: include/exclude path
+ * rules, exempt users and groups, the size limit, and the action taken on
+ * infected files and on scan errors. Pure decisions, no I/O, no FUSE.
+ */
+#ifndef CLAMFS_POLICY_H
+#define CLAMFS_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum infected_action {
+	INFECTED_DENY,	     /* refuse the open (default) */
+	INFECTED_LOG,	     /* audit mode: allow, but log */
+	INFECTED_QUARANTINE, /* move out of the backend, refuse the open */
+	INFECTED_DELETE,     /* unlink, refuse the open */
+};
+
+struct policy {
+	char **include; /* globs; when any, only matching paths are scanned */
+	size_t n_include;
+	char **exclude; /* globs of paths never scanned */
+	size_t n_exclude;
+	uid_t *exempt_uids;
+	size_t n_exempt_uids;
+	gid_t *exempt_gids;
+	size_t n_exempt_gids;
+	uint64_t max_scan_size; /* bytes; 0: no limit */
+	bool oversize_allow;	/* beyond max_scan_size: allow, else deny */
+	bool on_error_allow;	/* scan failed: allow (fail open), else EIO */
+	enum infected_action on_infected;
+	int deny_errno; /* EACCES or EPERM */
+};
+
+enum policy_decision {
+	POLICY_SCAN,
+	POLICY_SKIP_EXCLUDED, /* path rule or exempt user: open unscanned */
+	POLICY_SKIP_OVERSIZE, /* too large, allowed unscanned */
+	POLICY_DENY_OVERSIZE, /* too large, refused */
+};
+
+void policy_init(struct policy *p);
+void policy_free(struct policy *p);
+
+/* Adds a glob to include (include true) or exclude. 0 or -ENOMEM. */
+int policy_add_glob(struct policy *p, bool include, const char *glob);
+int policy_add_exempt_uid(struct policy *p, uid_t uid);
+int policy_add_exempt_gid(struct policy *p, gid_t gid);
+
+/* Whether any rule needs the file's path (else no path lookup is made). */
+bool policy_needs_path(const struct policy *p);
+
+/*
+ * Decides for a non-empty regular file of the given size opened by uid/gid.
+ * relpath is relative to the mount root without a leading slash, or NULL
+ * when unknown (then path rules cannot exclude: it is scanned).
+ * Globs: `*` and `?` match across `/` (so `*.iso` matches at any depth
+ * and "backups/" followed by two stars everything below backups); a glob
+ * "*.EXT" matches the extension case-insensitively.
+ */
+enum policy_decision policy_decide(const struct policy *p, const char *relpath,
+				   uid_t uid, gid_t gid, uint64_t size);
+
+const char *infected_action_name(enum infected_action a);
+/* Parses deny|log|quarantine|delete. 0 or -EINVAL. */
+int infected_action_parse(const char *s, enum infected_action *out);
+
+/* Parses a size with an optional K, M, G or T suffix (powers of 1024). */
+int policy_parse_size(const char *s, uint64_t *out);
+
+#endif

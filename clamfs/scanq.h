@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The scan queue: a pool of scanner threads that ask clamd about open
+ * files, off the FUSE worker threads. Concurrent requests for the same file
+ * content (same inode and stamp) share one scan ("single flight"), and a
+ * scan nobody waits for any more is cancelled. No FUSE here: a waiter is a
+ * callback the caller embeds in its own request state.
+ */
+#ifndef CLAMFS_SCANQ_H
+#define CLAMFS_SCANQ_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "clamdproto.h"
+#include "vcache.h"
+
+enum scan_mode {
+	SCAN_MODE_FDPASS, /* FILDES: clamd reads our fd */
+	SCAN_MODE_STREAM, /* INSTREAM: we send the content */
+	SCAN_MODE_PATH,   /* SCAN: clamd opens the path itself */
+};
+
+struct scan_outcome {
+	struct cdp_result res; /* verdict, signature or error */
+	uint64_t gen;	       /* vcache generation the scan began in */
+	uint64_t usec;	       /* time clamd took, retries included */
+	uint64_t tag;	       /* as given to scanq_submit */
+};
+
+struct scan_job;
+
+/*
+ * A party waiting for a verdict. The caller fills done() and owns the
+ * memory; it must stay valid until done() has been called.
+ */
+struct scan_waiter {
+	void (*done)(struct scan_waiter *w, const struct scan_outcome *o);
+	/* queue-private from here on */
+	struct scan_waiter *next;
+	_Atomic(struct scan_job *) job;
+	atomic_bool interrupted;
+	atomic_bool withdrawn;
+};
+
+struct scanq_config {
+	struct cdp_pool *pool;
+	enum scan_mode mode;
+	unsigned int threads; /* scanner threads, >= 1 */
+	int timeout_ms;	      /* deadline of one scan, retry included */
+};
+
+struct scanq;
+
+/* Starts the scanner threads. 0 or negative errno. */
+int scanq_new(const struct scanq_config *cfg, struct scanq **out);
+
+/* Stops the threads; queued scans end as cancelled. */
+void scanq_free(struct scanq *q);
+
+/*
+ * Asks for a verdict on the file open at fd (the queue scans a duplicate,
+ * so the caller may close fd once this returns), whose identity and stamp
+ * are f, read in vcache generation gen. path is the file's absolute path
+ * in the backend, needed by SCAN_MODE_PATH (may be NULL otherwise).
+ * Joins the scan in flight for the same file, stamp and tag if there is
+ * one; the tag lets the caller tell apart contents the stamp cannot (the
+ * count of writes made through the mount).
+ * Returns 0 (w->done will be called exactly once, from a scanner thread),
+ * -EINTR when w was interrupted before it could join, or negative errno.
+ */
+int scanq_submit(struct scanq *q, const struct vcache_file *f, uint64_t tag,
+		 int fd, const char *path, uint64_t gen,
+		 struct scan_waiter *w);
+
+/*
+ * The waiter's caller gave up (the FUSE request was interrupted). Never
+ * blocks and takes no lock, so it may run inside an interrupt callback.
+ * done() is still called; when no waiter of a scan is left, the scan is
+ * cancelled and finishes promptly.
+ */
+void scanq_interrupt(struct scan_waiter *w);
+
+/* Whether the waiter was interrupted (for done() to choose EINTR). */
+bool scanq_waiter_interrupted(const struct scan_waiter *w);
+
+struct scanq_counters {
+	uint64_t scans;	  /* scans sent to clamd */
+	uint64_t joined;  /* submits that joined a scan in flight */
+	uint64_t retries; /* immediate retries after a broken connection */
+	uint64_t cancelled;
+	unsigned int queued; /* waiting for a scanner thread now */
+};
+
+void scanq_counters(struct scanq *q, struct scanq_counters *out);
+
+const char *scan_mode_name(enum scan_mode mode);
+
+#endif
