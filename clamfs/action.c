@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,7 +103,8 @@ static int copy_into(int src, int qdir, const char *name)
 	if (dst == -1)
 		return -errno;
 	for (;;) {
-		ssize_t n = copy_file_range(src, &off, dst, NULL, 1 << 20, 0);
+		/* copy_file_range refuses most cross-filesystem pairs */
+		ssize_t n = sendfile(dst, src, &off, 1 << 20);
 
 		if (n == 0)
 			break;
@@ -180,18 +182,20 @@ int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
 				      -1
 			      ? -errno
 			      : 0;
+		/*
+		 * The name may have been swapped between the check and the
+		 * rename: the moved file must be the scanned one, or it goes
+		 * back.
+		 */
+		if (ret == 0 &&
+		    same_file_at(qdir, name, dev, ino) == -ESTALE) {
+			renameat2(qdir, name, dirfd, base, RENAME_NOREPLACE);
+			ret = -ESTALE;
+		}
 		if (ret == -EXDEV)
 			ret = move_across(dirfd, base, dev, ino, qdir, name);
 		if (ret != -EEXIST)
 			break;
-	}
-	/*
-	 * The name may have been swapped between the check and the rename:
-	 * the moved file must be the scanned one, or it goes back.
-	 */
-	if (ret == 0 && same_file_at(qdir, name, dev, ino) == -ESTALE) {
-		renameat2(qdir, name, dirfd, base, RENAME_NOREPLACE);
-		ret = -ESTALE;
 	}
 	if (ret == 0) {
 		const char *last = strrchr(relpath, '/');

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Quarantine and delete on real directories: relative path kept, never
+ * overwriting, never following symlinks, refusing a swapped file, and the
+ * copy path across filesystems (/dev/shm against the build's /tmp).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "action.h"
+#include "detect.h"
+
+struct dirs {
+	char backend[64];
+	char quarantine[64];
+	int bfd, qfd;
+};
+
+static int make_dirs(struct dirs *d, const char *qbase)
+{
+	snprintf(d->backend, sizeof(d->backend), "/tmp/cfs-act-b-XXXXXX");
+	snprintf(d->quarantine, sizeof(d->quarantine), "%s/cfs-act-q-XXXXXX",
+		 qbase);
+	if (!mkdtemp(d->backend) || !mkdtemp(d->quarantine))
+		return -1;
+	d->bfd = open(d->backend, O_PATH | O_DIRECTORY);
+	d->qfd = open(d->quarantine, O_PATH | O_DIRECTORY);
+	return d->bfd < 0 || d->qfd < 0 ? -1 : 0;
+}
+
+static void rm_rf(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void free_dirs(struct dirs *d)
+{
+	close(d->bfd);
+	close(d->qfd);
+	rm_rf(d->backend);
+	rm_rf(d->quarantine);
+}
+
+static void write_file(int dirfd, const char *name, const char *text,
+		       struct stat *st)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	assert_int_equal(fstat(fd, st), 0);
+	close(fd);
+}
+
+static void read_file(int dirfd, const char *name, char *buf, size_t len)
+{
+	int fd = openat(dirfd, name, O_RDONLY);
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	n = read(fd, buf, len - 1);
+	assert_true(n >= 0);
+	buf[n] = '\0';
+	close(fd);
+}
+
+static void quarantine_keeps_path(const char *qbase)
+{
+	char dest[PATH_MAX], dest2[PATH_MAX], buf[64];
+	struct stat st, st2;
+	struct dirs d;
+
+	assert_int_equal(make_dirs(&d, qbase), 0);
+	assert_int_equal(mkdirat(d.bfd, "up", 0755), 0);
+	assert_int_equal(mkdirat(d.bfd, "up/sub", 0755), 0);
+	write_file(d.bfd, "up/sub/bad.exe", "first", &st);
+	assert_int_equal(action_quarantine(d.bfd, "up/sub/bad.exe", st.st_dev,
+					   st.st_ino, d.qfd, dest,
+					   sizeof(dest)),
+			 0);
+	assert_int_equal(strncmp(dest, "up/sub/bad.exe.", 15), 0);
+	assert_int_equal(faccessat(d.bfd, "up/sub/bad.exe", F_OK, 0), -1);
+	read_file(d.qfd, dest, buf, sizeof(buf));
+	assert_string_equal(buf, "first");
+
+	/* same name again within the second: a new name, no overwrite */
+	write_file(d.bfd, "up/sub/bad.exe", "second", &st2);
+	assert_int_equal(action_quarantine(d.bfd, "up/sub/bad.exe",
+					   st2.st_dev, st2.st_ino, d.qfd,
+					   dest2, sizeof(dest2)),
+			 0);
+	assert_string_not_equal(dest, dest2);
+	read_file(d.qfd, dest, buf, sizeof(buf));
+	assert_string_equal(buf, "first");
+	read_file(d.qfd, dest2, buf, sizeof(buf));
+	assert_string_equal(buf, "second");
+	free_dirs(&d);
+}
+
+static void test_quarantine_same_fs(void **state)
+{
+	quarantine_keeps_path("/tmp");
+}
+
+static void test_quarantine_other_fs(void **state)
+{
+	struct stat a, b;
+
+	/* only meaningful where /dev/shm is another filesystem */
+	if (stat("/dev/shm", &a) != 0 || stat("/tmp", &b) != 0 ||
+	    a.st_dev == b.st_dev)
+		skip();
+	quarantine_keeps_path("/dev/shm");
+}
+
+static void test_refuses_swapped_file_and_symlinks(void **state)
+{
+	char dest[PATH_MAX];
+	struct stat st, other;
+	struct dirs d;
+
+	assert_int_equal(make_dirs(&d, "/tmp"), 0);
+	write_file(d.bfd, "scanned", "x", &st);
+	write_file(d.bfd, "other", "y", &other);
+	/* the name now refers to another file than the one scanned */
+	assert_int_equal(renameat(d.bfd, "other", d.bfd, "scanned"), 0);
+	assert_int_equal(action_quarantine(d.bfd, "scanned", st.st_dev,
+					   st.st_ino, d.qfd, dest,
+					   sizeof(dest)),
+			 -ESTALE);
+	assert_int_equal(action_delete(d.bfd, "scanned", st.st_dev, st.st_ino),
+			 -ESTALE);
+	assert_int_equal(faccessat(d.bfd, "scanned", F_OK, 0), 0);
+
+	/* a symlinked directory on the way is not followed */
+	assert_int_equal(mkdirat(d.bfd, "real", 0755), 0);
+	write_file(d.bfd, "real/f", "z", &st);
+	assert_int_equal(symlinkat("real", d.bfd, "link"), 0);
+	assert_int_equal(action_delete(d.bfd, "link/f", st.st_dev, st.st_ino),
+			 -ENOTDIR);
+	assert_int_equal(action_delete(d.bfd, "../x", st.st_dev, st.st_ino),
+			 -EINVAL);
+	assert_int_equal(faccessat(d.bfd, "real/f", F_OK, 0), 0);
+	assert_int_equal(action_delete(d.bfd, "real/f", st.st_dev, st.st_ino),
+			 0);
+	assert_int_equal(faccessat(d.bfd, "real/f", F_OK, 0), -1);
+	free_dirs(&d);
+}
+
+static void test_log_quoting(void **state)
+{
+	char buf[128];
+
+	detect_quote(buf, sizeof(buf), "a b");
+	assert_string_equal(buf, "\"a b\"");
+	detect_quote(buf, sizeof(buf), "x\n\"y\\");
+	assert_string_equal(buf, "\"x\\x0a\\\"y\\\\\"");
+	detect_quote(buf, 8, "abcdefghij");
+	assert_int_equal(buf[0], '"');
+	assert_int_equal(buf[strlen(buf) - 1], '"');
+	assert_true(strlen(buf) < 8);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_quarantine_same_fs),
+		cmocka_unit_test(test_quarantine_other_fs),
+		cmocka_unit_test(test_refuses_swapped_file_and_symlinks),
+		cmocka_unit_test(test_log_quoting),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

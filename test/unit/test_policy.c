@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Scan policy: path globs, extension case, exempt ids, size limits, value
+ * parsing.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "policy.h"
+
+static void test_defaults_scan_everything(void **state)
+{
+	struct policy p;
+
+	policy_init(&p);
+	assert_false(policy_needs_path(&p));
+	assert_int_equal(policy_decide(&p, "a/b.txt", 1000, 1000, 10),
+			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, NULL, 0, 0, 10), POLICY_SCAN);
+	assert_int_equal(p.deny_errno, EACCES);
+	assert_int_equal(p.on_infected, INFECTED_DENY);
+	assert_false(p.on_error_allow);
+	policy_free(&p);
+}
+
+static void test_exclude_globs(void **state)
+{
+	struct policy p;
+
+	policy_init(&p);
+	assert_int_equal(policy_add_glob(&p, false, "*.iso"), 0);
+	assert_int_equal(policy_add_glob(&p, false, "/backups/**"), 0);
+	assert_true(policy_needs_path(&p));
+	/* extension rules: any depth, any case */
+	assert_int_equal(policy_decide(&p, "img.iso", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide(&p, "deep/dir/IMG.ISO", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide(&p, "img.iso.exe", 1, 1, 10),
+			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "iso", 1, 1, 10), POLICY_SCAN);
+	/* a leading slash in the rule is dropped; ** spans directories */
+	assert_int_equal(policy_decide(&p, "backups/2024/x.tar", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide(&p, "other/backups/x", 1, 1, 10),
+			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "backupsX/x", 1, 1, 10),
+			 POLICY_SCAN);
+	/* without a path, rules cannot let a file through */
+	assert_int_equal(policy_decide(&p, NULL, 1, 1, 10), POLICY_SCAN);
+	policy_free(&p);
+}
+
+static void test_include_limits_scanning(void **state)
+{
+	struct policy p;
+
+	policy_init(&p);
+	assert_int_equal(policy_add_glob(&p, true, "*.exe"), 0);
+	assert_int_equal(policy_add_glob(&p, true, "uploads/*"), 0);
+	assert_int_equal(policy_decide(&p, "a/setup.EXE", 1, 1, 10),
+			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "uploads/x.txt", 1, 1, 10),
+			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "notes.txt", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	/* exclude wins over include */
+	assert_int_equal(policy_add_glob(&p, false, "uploads/safe*"), 0);
+	assert_int_equal(policy_decide(&p, "uploads/safe.bin", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	policy_free(&p);
+}
+
+static void test_exempt_ids(void **state)
+{
+	struct policy p;
+
+	policy_init(&p);
+	assert_int_equal(policy_add_exempt_uid(&p, 34), 0);
+	assert_int_equal(policy_add_exempt_gid(&p, 50), 0);
+	assert_int_equal(policy_decide(&p, "x", 34, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide(&p, "x", 1, 50, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide(&p, "x", 35, 51, 10), POLICY_SCAN);
+	policy_free(&p);
+}
+
+static void test_size_limit(void **state)
+{
+	struct policy p;
+
+	policy_init(&p);
+	p.max_scan_size = 1000;
+	assert_int_equal(policy_decide(&p, "x", 1, 1, 1000), POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "x", 1, 1, 1001),
+			 POLICY_SKIP_OVERSIZE);
+	p.oversize_allow = false;
+	assert_int_equal(policy_decide(&p, "x", 1, 1, 1001),
+			 POLICY_DENY_OVERSIZE);
+	p.max_scan_size = 0; /* no limit */
+	assert_int_equal(policy_decide(&p, "x", 1, 1, UINT64_MAX / 2),
+			 POLICY_SCAN);
+	policy_free(&p);
+}
+
+static void test_parse_size_and_action(void **state)
+{
+	enum infected_action a;
+	uint64_t v;
+
+	assert_int_equal(policy_parse_size("0", &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(policy_parse_size("512", &v), 0);
+	assert_int_equal(v, 512);
+	assert_int_equal(policy_parse_size("4k", &v), 0);
+	assert_int_equal(v, 4096);
+	assert_int_equal(policy_parse_size("100M", &v), 0);
+	assert_int_equal(v, 100ULL << 20);
+	assert_int_equal(policy_parse_size("2GiB", &v), 0);
+	assert_int_equal(v, 2ULL << 30);
+	assert_int_equal(policy_parse_size("1T", &v), 0);
+	assert_int_equal(v, 1ULL << 40);
+	assert_int_equal(policy_parse_size("", &v), -EINVAL);
+	assert_int_equal(policy_parse_size("-1", &v), -EINVAL);
+	assert_int_equal(policy_parse_size("10X", &v), -EINVAL);
+	assert_int_equal(policy_parse_size("10MBytes", &v), -EINVAL);
+	assert_int_equal(policy_parse_size("99999999999999999999", &v),
+			 -EINVAL);
+	assert_int_equal(policy_parse_size("99999999999T", &v), -EINVAL);
+
+	assert_int_equal(infected_action_parse("quarantine", &a), 0);
+	assert_int_equal(a, INFECTED_QUARANTINE);
+	assert_string_equal(infected_action_name(a), "quarantine");
+	assert_int_equal(infected_action_parse("Delete", &a), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults_scan_everything),
+		cmocka_unit_test(test_exclude_globs),
+		cmocka_unit_test(test_include_limits_scanning),
+		cmocka_unit_test(test_exempt_ids),
+		cmocka_unit_test(test_size_limit),
+		cmocka_unit_test(test_parse_size_and_action),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
