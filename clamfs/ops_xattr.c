@@ -6,11 +6,60 @@
 #include "fs.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
 #include "ops.h"
+
+/*
+ * Live statistics of the mount, read as an xattr of its root: no socket
+ * or port to secure, and the kernel lets only CAP_SYS_ADMIN read
+ * trusted.* names.
+ */
+#define STATS_XATTR "trusted.clamfs.stats"
+
+static void reply_stats(fuse_req_t req, size_t size)
+{
+	struct clamfs_fs *fs = req_fs(req);
+	struct vcache_counters vc;
+	struct scanq_counters qc;
+	char extra[512], *buf;
+	size_t need;
+
+	vcache_counters(fs->vcache, &vc);
+	scanq_counters(fs->scanq, &qc);
+	snprintf(extra, sizeof(extra),
+		 "cache_hits=%llu\ncache_misses=%llu\ncache_evictions=%llu\n"
+		 "cache_entries=%llu\nscans=%llu\nscans_joined=%llu\n"
+		 "scan_retries=%llu\nscans_cancelled=%llu\nscans_queued=%u\n"
+		 "inodes=%zu\n",
+		 (unsigned long long)vc.hits, (unsigned long long)vc.misses,
+		 (unsigned long long)vc.evictions,
+		 (unsigned long long)vc.entries, (unsigned long long)qc.scans,
+		 (unsigned long long)qc.joined, (unsigned long long)qc.retries,
+		 (unsigned long long)qc.cancelled, qc.queued,
+		 itab_count(fs->itab));
+	need = stats_render(&fs->stats, extra, NULL, 0);
+	if (size == 0) {
+		fuse_reply_xattr(req, need);
+		return;
+	}
+	if (size < need) {
+		fuse_reply_err(req, ERANGE);
+		return;
+	}
+	buf = malloc(need + 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	stats_render(&fs->stats, extra, buf, need + 1);
+	fuse_reply_buf(req, buf, need);
+	free(buf);
+}
 
 /*
  * The proc link of a symlink cannot be followed to the symlink itself by
@@ -48,6 +97,10 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	ssize_t n = -1;
 	int ret, err;
 
+	if (ino == FUSE_ROOT_ID && strcmp(name, STATS_XATTR) == 0) {
+		reply_stats(req, size);
+		return;
+	}
 	ret = xattr_begin(req, ino, &id, path);
 	if (ret) {
 		fuse_reply_err(req, -ret);
