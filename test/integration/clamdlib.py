@@ -79,7 +79,8 @@ class Clamd:
       wait_pong(timeout), command(bytes), reload(),
       add_signature(name, data) (.ndb, then RELOAD),
       add_hash_signature(name, data) (.hdb, then RELOAD),
-      log_text(), scan_count(), eicar (property), cleanup().
+      log_text(), scan_count(), wait_scan_count(n), eicar (property),
+      cleanup().
     """
 
     def __init__(self, user="root", stream_max="1M", options=None,
@@ -290,6 +291,16 @@ class Clamd:
             if line.endswith(": OK") or line.endswith(" FOUND"):
                 n += 1
         return n
+
+    def wait_scan_count(self, expected, timeout=10.0):
+        """clamd logs a scan just after replying: wait until the log shows
+        `expected` scans, let stragglers land, and return the count (which
+        may then exceed `expected` if clamd scanned more)."""
+        end = time.monotonic() + timeout
+        while self.scan_count() < expected and time.monotonic() < end:
+            time.sleep(0.02)
+        time.sleep(0.1)
+        return self.scan_count()
 
     def tail(self, n=30):
         text = self.log_text().splitlines()[-n:]
