@@ -21,6 +21,7 @@
 #include "mountpoint.h"
 #include "opts.h"
 
+#if !defined(__SANITIZE_ADDRESS__)
 static char crash_msg[PATH_MAX + 128];
 
 static void crash_handler(int sig)
@@ -29,6 +30,7 @@ static void crash_handler(int sig)
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
+#endif
 
 /*
  * A crashed daemon leaves a mount that answers ENOTCONN: say so where an
