@@ -402,6 +402,9 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 		close(rfd);
 		goto out;
 	}
+	/* a release carries no caller: name the file's owner, the uploader */
+	p->uid = st.st_uid;
+	p->gid = st.st_gid;
 	stats_inc(&fs->stats, STAT_CLOSE_SCANS);
 	/* nothing else keeps the inode alive until the verdict is in */
 	itab_find_ref(fs->itab, inode_dev(inode), inode_ino(inode));
