@@ -31,6 +31,12 @@ def clamfs_bin():
     return b
 
 
+def extra_test_opts():
+    """-o options every mount of the suite gets, from CLAMFS_TEST_OPTS
+    (comma-separated), e.g. to point the daemon at a test clamd."""
+    return [o for o in os.environ.get("CLAMFS_TEST_OPTS", "").split(",") if o]
+
+
 def _unescape(s):
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
 
@@ -256,7 +262,7 @@ def start_clamfs(backend, mnt, opts=(), args=(), foreground=True,
     command, which must return 0 with the mount already up."""
     binary = clamfs_bin()
     workdir = workdir or make_tree_dir("clamfs-w")
-    o = (["allow_other"] if allow_other else []) + list(opts)
+    o = (["allow_other"] if allow_other else []) + extra_test_opts() + list(opts)
     argv = [binary]
     if foreground:
         argv.append("-d" if debug else "-f")

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from fsutil import PYTHON, SLOW, UID_A, GID_A, outcome, run_as
-from mount_fixture import (clamfs_bin, find_daemon_pids, fuse_mounts_at,
-                           make_tree_dir)
+from mount_fixture import (clamfs_bin, extra_test_opts, find_daemon_pids,
+                           fuse_mounts_at, make_tree_dir)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -227,7 +227,8 @@ def test_fstab_form_via_mount_fuse3(tmp):
     for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
         env[var] = (env.get(var, "") + ":" if env.get(var) else "") + \
             f"log_path={os.path.join(tmp, 'san')}"
-    r = subprocess.run(["mount.fuse3", b, m, "-t", "fuse.clamfs", "-o", "allow_other,noatime"],
+    opts = ",".join(["allow_other", "noatime"] + extra_test_opts())
+    r = subprocess.run(["mount.fuse3", b, m, "-t", "fuse.clamfs", "-o", opts],
                        env=env, capture_output=True, text=True, timeout=30 * SLOW)
     assert r.returncode == 0, r.stderr
     try:

@@ -212,17 +212,22 @@ SCENARIO_B = [
 ]
 
 
-def _run_scenario(tw, user, ops, umask=0o022):
+def _scenario_diffs(tw, user, ops, umask=0o022):
     uid, gid, groups = user
     res = {}
     for root in (tw.nat, tw.via):
         res[root] = run_as(uid, gid, groups, OPS_SNIPPET, root,
                            {"ops": [list(o) for o in ops]}, umask=umask)
     nat, via = summarize(res[tw.nat]), summarize(res[tw.via])
-    diffs = [f"  {v[:-1]}: mount {v[-1]} backend {n[-1]}"
+    diffs = [f"  uid {uid} groups {groups}: {v[:-1]}: mount {v[-1]} backend {n[-1]}"
              for n, v in zip(nat, via) if n != v]
-    assert not diffs, (f"uid {uid} groups {groups}: the mount answers differently "
-                       "from the backend:\n" + "\n".join(diffs))
+    return via, diffs
+
+
+def _run_scenario(tw, user, ops, umask=0o022):
+    via, diffs = _scenario_diffs(tw, user, ops, umask)
+    assert not diffs, ("the mount answers differently from the backend:\n"
+                       + "\n".join(diffs))
     return via
 
 
@@ -237,7 +242,13 @@ def ptw(request, mount_clamfs):
 
 
 def test_two_users_scenario(ptw):
-    via = _run_scenario(ptw, USER_A, SCENARIO_A)
+    """All three runs happen before judging, so one report lists every
+    difference."""
+    via, diffs = _scenario_diffs(ptw, USER_A, SCENARIO_A)
+    _, d2 = _scenario_diffs(ptw, USER_A_NOGROUPS, SCENARIO_A_NOGROUPS)
+    via_b, d3 = _scenario_diffs(ptw, USER_B, SCENARIO_B)
+    assert not diffs + d2 + d3, ("the mount answers differently from the backend:\n"
+                                 + "\n".join(diffs + d2 + d3))
     # The outcomes are not vacuous: some calls must succeed, others fail.
     d = {tuple(x[:-1]): tuple(x[-1]) for x in via}
     assert d[("read", "shared/f")] == ("ok", "shared file")
@@ -245,8 +256,6 @@ def test_two_users_scenario(ptw):
     assert d[("read", "ownB/private")] == ("err", "EACCES")
     assert d[("chmod", "ownB/readable", "777")] == ("err", "EPERM")
     assert d[("create", "sgid/f", "666")][1][1] == GID_SHARED
-    _run_scenario(ptw, USER_A_NOGROUPS, SCENARIO_A_NOGROUPS)
-    via_b = _run_scenario(ptw, USER_B, SCENARIO_B)
     d = {tuple(x[:-1]): tuple(x[-1]) for x in via_b}
     assert d[("unlink", "sticky/a")] == ("err", "EPERM")
     assert d[("read", "acl/f")][0] == "ok"
@@ -338,3 +347,145 @@ def test_concurrent_users_get_their_own_identity(fs):
                     bad.append((n, "content"))
     assert not bad, bad[:10]
     assert len(os.listdir(d)) == 1 + len(users) * 300
+
+
+# --- focused checks (each also part of the scenario above) ---------------------
+
+def _same_as_backend(fs, user, code, setup, umask=0o022):
+    tw = Twin(fs)
+    setup(tw.nat)
+    setup(tw.bvia)
+    uid, gid, groups = user
+    n = summarize(run_as(uid, gid, groups, code, tw.nat, umask=umask))
+    v = summarize(run_as(uid, gid, groups, code, tw.via, umask=umask))
+    assert v == n, f"mount: {v}\nbackend: {n}"
+    tw.check()
+    return v
+
+
+def test_write_to_others_setuid_file(fs):
+    """Writing to a world-writable set-user-ID file of another user works
+    and drops S_ISUID (and S_ISGID with group exec), as in the backend."""
+    def setup(r):
+        p = os.path.join(r, "suid")
+        with open(p, "wb") as f:
+            f.write(b"x")
+        os.chown(p, UID_B, GID_SHARED)
+        os.chmod(p, 0o6777)
+    v = _same_as_backend(fs, USER_A, r"""
+out = [outcome(lambda: os.write(os.open(P("suid"), os.O_WRONLY | os.O_APPEND), b"A"))]
+out.append(oct(os.stat(P("suid")).st_mode))
+out.append(outcome(os.truncate, P("suid"), 0))
+emit(out)
+""", setup)
+    assert v[0][0] == "ok"
+
+
+def test_trusted_xattrs_hidden_from_users(fs):
+    """listxattr as an unprivileged user does not show trusted.* names
+    (the backend hides them from callers without CAP_SYS_ADMIN)."""
+    def setup(r):
+        p = os.path.join(r, "f")
+        with open(p, "wb") as f:
+            f.write(b"x")
+        os.setxattr(p, "trusted.secret", b"root only")
+        os.setxattr(p, "user.public", b"everyone")
+    v = _same_as_backend(fs, USER_A, r"""
+emit([outcome(lambda: sorted(os.listxattr(P("f")))),
+      outcome(os.getxattr, P("f"), "trusted.secret")])
+""", setup)
+    assert v[0] == ["ok", ["user.public"]]
+
+
+def test_execute_only_binary(fs):
+    """A 0711 binary of another user can be executed (not read), as in the
+    backend."""
+    def setup(r):
+        p = os.path.join(r, "true")
+        with open("/bin/true", "rb") as src, open(p, "wb") as f:
+            f.write(src.read())
+        os.chown(p, UID_B, GID_B)
+        os.chmod(p, 0o711)
+    v = _same_as_backend(fs, USER_A, r"""
+import subprocess
+emit([outcome(lambda: subprocess.run([P("true")]).returncode),
+      outcome(lambda: open(P("true"), "rb").read(1))])
+""", setup)
+    assert v == [["ok", 0], ["err", "EACCES"]]
+
+
+@pytest.mark.parametrize("opts", [(), ("no_default_permissions",)])
+def test_access_syscall(mount_clamfs, opts):
+    """access(2)/faccessat answer as in the backend, with or without
+    default_permissions."""
+    fs = mount_clamfs(opts=opts)
+
+    def setup(r):
+        for name, mode, owner in (("ro", 0o644, UID_B), ("rw", 0o666, UID_B),
+                                  ("none", 0o600, UID_B), ("x", 0o711, UID_B),
+                                  ("mine", 0o700, UID_A)):
+            p = os.path.join(r, name)
+            with open(p, "wb") as f:
+                f.write(b"x")
+            os.chown(p, owner, owner)
+            os.chmod(p, mode)
+    v = _same_as_backend(fs, USER_A, r"""
+emit([[n] + [os.access(P(n), m) for m in (os.F_OK, os.R_OK, os.W_OK, os.X_OK)]
+      for n in ("ro", "rw", "none", "x", "mine", "missing")])
+""", setup)
+    assert v[0] == ["ro", True, True, False, False]
+
+
+@pytest.mark.parametrize("opts", [(), ("no_default_permissions",)])
+def test_directory_search_permission(mount_clamfs, opts):
+    """A user who may not search a directory cannot reach what is inside,
+    even a world-readable file whose name is known (lookups and opens run
+    with the caller's rights, with or without default_permissions)."""
+    fs = mount_clamfs(opts=opts)
+
+    def setup(r):
+        d = os.path.join(r, "closed")
+        os.mkdir(d)
+        with open(os.path.join(d, "open-file"), "wb") as f:
+            f.write(b"inside a closed directory")
+        os.chmod(os.path.join(d, "open-file"), 0o666)
+        os.mkdir(os.path.join(d, "sub"), 0o777)
+        os.chown(d, UID_B, GID_B)
+        os.chmod(d, 0o700)
+    v = _same_as_backend(fs, USER_A, r"""
+emit([outcome(os.stat, P("closed/open-file")),
+      outcome(lambda: open(P("closed/open-file"), "rb").read().decode()),
+      outcome(lambda: open(P("closed/open-file"), "ab").close()),
+      outcome(os.listdir, P("closed/sub")),
+      outcome(lambda: os.close(os.open(P("closed/sub/new"), os.O_CREAT | os.O_WRONLY, 0o644))),
+      outcome(os.listdir, P("closed"))])
+""", setup)
+    assert v == [["err", "EACCES"]] * 6
+
+
+@pytest.mark.parametrize("opts", [(), ("no_default_permissions",)])
+def test_search_permission_after_another_user_looked_up(mount_clamfs, opts):
+    """The same, right after the directory's owner used the name through
+    the mount (the kernel has the name cached): the other user is still
+    refused, as in the backend."""
+    fs = mount_clamfs(opts=opts)
+    tw = Twin(fs)
+    for r in (tw.nat, tw.bvia):
+        d = os.path.join(r, "closed")
+        os.mkdir(d)
+        with open(os.path.join(d, "f"), "wb") as f:
+            f.write(b"secret-ish")
+        os.chmod(os.path.join(d, "f"), 0o666)
+        os.chown(d, UID_B, GID_B)
+        os.chmod(d, 0o700)
+    code = r"""
+emit([outcome(lambda: open(P("closed/f"), "rb").read().decode()),
+      outcome(lambda: os.stat(P("closed/f")).st_size)])
+"""
+    res = {}
+    for root in (tw.nat, tw.via):
+        owner = run_as(UID_B, GID_B, [], code, root)
+        other = run_as(UID_A, GID_A, [GID_SHARED], code, root)
+        res[root] = [owner, other]
+    assert res[tw.via] == res[tw.nat], f"mount {res[tw.via]} backend {res[tw.nat]}"
+    assert res[tw.via][1] == [["err", "EACCES"], ["err", "EACCES"]]
