@@ -1,0 +1,281 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Helpers for the on-access scanning tests (test_scan_*.py).
+
+- mount_scan(): a clamfs mount scanning against a given clamd.
+- stats()/delta(): the live counters of trusted.clamfs.stats.
+- try_read()/try_open(): outcome of an open/read through the mount.
+- detections()/scan_failures(): parsed daemon log lines.
+- SlowClamd: a fake clamd (built on fakeclamd.FakeClamd) that answers
+  PING/VERSION but never answers (or answers late to) scans.
+- Marker signatures: MARKER is detected anywhere in a file once
+  ensure_marker_signature(clamd) has added an .ndb line for it.
+The EICAR string is never written here: it comes from the clamd fixture.
+"""
+import errno
+import os
+import re
+import subprocess
+import threading
+import time
+
+from fakeclamd import FakeClamd
+from fsutil import PYTHON, SLOW
+
+# Detected anywhere in a file (an .ndb body signature) once added; harmless
+# bytes otherwise.
+MARKER = b"clamfs-scan-suite:exec-marker:6b1d0e9a42"
+MARKER_SIG = "Clamfs-Exec-Marker"
+EICAR_SIG = "Eicar-Test.UNOFFICIAL"
+
+_marker_added = set()
+
+
+def ensure_marker_signature(clamd):
+    """Adds the MARKER body signature to this clamd once (RELOAD)."""
+    key = clamd.workdir
+    if key not in _marker_added:
+        clamd.add_signature(MARKER_SIG, MARKER)
+        _marker_added.add(key)
+
+
+def mount_scan(mount_clamfs, addr, *opts, backend=None, **kw):
+    """A foreground clamfs (allow_other) scanning against clamd at addr
+    (a socket path, "tcp://..." or a Clamd object's socket)."""
+    if hasattr(addr, "socket"):
+        addr = addr.socket
+    o = [] if addr is None else ["clamd=" + addr]
+    o += list(opts)
+    return mount_clamfs(backend=backend, opts=o, **kw)
+
+
+def put(path, data, mode=0o644):
+    """Writes a file (directly, not through the mount), making parents."""
+    d = os.path.dirname(path)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    os.chmod(path, mode)
+
+
+def errname(e):
+    return errno.errorcode.get(e, str(e))
+
+
+def try_read(path):
+    """('ok', bytes) or ('err', 'EACCES')."""
+    try:
+        with open(path, "rb") as f:
+            return ("ok", f.read())
+    except OSError as e:
+        return ("err", errname(e.errno))
+
+
+def try_open(path, flags, mode=0o644):
+    """('ok', None) (the fd is closed again) or ('err', name)."""
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as e:
+        return ("err", errname(e.errno))
+    os.close(fd)
+    return ("ok", None)
+
+
+def stats(mnt):
+    """The mount's counters as {name: int}."""
+    raw = os.getxattr(mnt, "trusted.clamfs.stats")
+    out = {}
+    for line in raw.decode().splitlines():
+        if "=" not in line:
+            continue
+        k, v = line.split("=", 1)
+        try:
+            out[k.strip()] = int(v.strip())
+        except ValueError:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def delta(before, after, *names):
+    return {n: after.get(n, 0) - before.get(n, 0) for n in names}
+
+
+def wait_for(pred, timeout, interval=0.05):
+    """Polls pred() until true or timeout (scaled for sanitizer builds);
+    returns the last value."""
+    end = time.monotonic() + timeout * SLOW
+    while True:
+        v = pred()
+        if v or time.monotonic() >= end:
+            return v
+        time.sleep(interval)
+
+
+# --- log lines ---------------------------------------------------------------
+
+_KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+
+
+def _unquote(s):
+    """Undoes the daemon's quoting: \\" \\\\ and \\xNN."""
+    return re.sub(r'\\(x[0-9a-fA-F]{2}|.)',
+                  lambda mt: chr(int(mt.group(1)[1:], 16))
+                  if len(mt.group(1)) == 3 else mt.group(1), s)
+
+
+def parse_kv(text):
+    out = {}
+    for k, v in _KV.findall(text):
+        if v.startswith('"'):
+            v = _unquote(v[1:-1])
+        out[k] = v
+    return out
+
+
+def log_lines(m, kind):
+    """Parsed `clamfs: <kind> k=v ...` lines of the daemon's stderr. The
+    raw line is kept as '_line'."""
+    out = []
+    prefix = f"clamfs: {kind} "
+    for line in m.stderr_text().splitlines():
+        if line.startswith(prefix):
+            d = parse_kv(line[len(prefix):])
+            d["_line"] = line
+            out.append(d)
+    return out
+
+
+def detections(m):
+    return log_lines(m, "infected")
+
+
+def scan_failures(m):
+    return log_lines(m, "scan failed")
+
+
+def wait_detections(m, n, timeout=5):
+    wait_for(lambda: len(detections(m)) >= n, timeout)
+    return detections(m)
+
+
+# --- processes ---------------------------------------------------------------
+
+def spawn_opener(path, extra=""):
+    """A python3 child that opens and reads path; prints 'ok N' or the
+    errno name, and the time open() took."""
+    code = (
+        "import errno, os, sys, time\n"
+        "t = time.monotonic()\n"
+        + extra +
+        "try:\n"
+        "    fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "    n = len(os.read(fd, 1 << 20))\n"
+        "    print('ok', n, time.monotonic() - t, flush=True)\n"
+        "except OSError as e:\n"
+        "    print(errno.errorcode[e.errno], time.monotonic() - t, flush=True)\n")
+    return subprocess.Popen([PYTHON, "-c", code, path], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+# A child that opens with libc's open() directly (no PEP 475 retry) after
+# installing a SIGINT handler without SA_RESTART: a FUSE open answered with
+# EINTR shows up as EINTR here.
+RAW_OPEN_CHILD = r"""
+import ctypes, errno, os, signal, sys, time
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+got = []
+signal.signal(signal.SIGINT, lambda s, f: got.append(s))
+signal.siginterrupt(signal.SIGINT, True)
+print("ready", flush=True)
+t = time.monotonic()
+fd = libc.open(os.fsencode(sys.argv[1]), os.O_RDONLY)
+e = ctypes.get_errno()
+dt = time.monotonic() - t
+if fd >= 0:
+    print("opened", dt, flush=True)
+else:
+    print(errno.errorcode.get(e, str(e)), dt, flush=True)
+"""
+
+
+def proc_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def proc_wchan(pid):
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+# --- a clamd that does not answer scans --------------------------------------
+
+class SlowClamd:
+    """A fake clamd on a UNIX socket: PONG to PING, "ClamAV 1.4.6" to
+    VERSION, and for scans either OK (while .hang is clear), silence (while
+    .hang is set; delay=None) or OK after `delay` seconds.
+    .scans counts scan commands received."""
+
+    SCAN_COMMANDS = (b"zFILDES", b"zINSTREAM", b"zSCAN", b"zCONTSCAN",
+                     b"zMULTISCAN", b"nFILDES", b"nINSTREAM", b"nSCAN")
+
+    def __init__(self, hang=True, delay=None):
+        self.hang = threading.Event()
+        if hang:
+            self.hang.set()
+        self.delay = delay
+        self.scan_event = threading.Event()
+        self.lock = threading.Lock()
+        self.scans = 0
+        self.fake = FakeClamd(self._behaviour)
+        self.socket = self.fake.socket
+
+    def _behaviour(self, ctx):
+        cmd = ctx.command
+        if cmd.endswith(b"PING"):
+            return ("reply", "PONG")
+        if cmd.endswith(b"VERSION"):
+            return ("reply", "ClamAV 1.4.6")
+        with self.lock:
+            self.scans += 1
+        self.scan_event.set()
+        what = "stream" if cmd.endswith(b"INSTREAM") else "fd[1]"
+        if self.hang.is_set():
+            if self.delay is None:
+                return ("silent",)
+            time.sleep(self.delay)
+        return ("reply", f"{what}: OK")
+
+    def wait_scans(self, n, timeout=10):
+        return wait_for(lambda: self.scans >= n, timeout)
+
+    def close(self):
+        self.hang.clear()
+        self.fake.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+
+def run_clamfs_expect_fail(binary, backend, mnt, opts, timeout=20):
+    """Runs `clamfs -f backend mnt -o opts` that must refuse to start;
+    returns the CompletedProcess (kills and unmounts if it did start)."""
+    argv = [binary, "-f", backend, mnt, "-o", ",".join(opts)]
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=timeout * SLOW)
+    except subprocess.TimeoutExpired:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        out, err = p.communicate(timeout=30)
+        raise AssertionError(f"{argv} started although it must not:\n{err}")
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
