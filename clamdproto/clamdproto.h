@@ -47,11 +47,11 @@ enum cdp_errcat {
 			     * connection lost mid-command */
 	CDP_ERR_SIZE_LIMIT, /* INSTREAM: clamd's StreamMaxLength exceeded;
 			     * the rest of the data was NOT scanned */
-	CDP_ERR_CLAMD,      /* clamd answered with an error (Permission
+	CDP_ERR_CLAMD,	    /* clamd answered with an error (Permission
 			     * denied, Not a regular file, UNKNOWN COMMAND,
 			     * COMMAND READ TIMED OUT, Can't allocate memory) */
 	CDP_ERR_CANCELLED,  /* cdp_cancel_trigger() was called */
-	CDP_ERR_LOCAL,      /* our side: unreadable fd, bad argument, FILDES
+	CDP_ERR_LOCAL,	    /* our side: unreadable fd, bad argument, FILDES
 			     * over TCP, out of memory */
 };
 
@@ -125,23 +125,23 @@ void cdp_cancel_reset(struct cdp_cancel *c);
  * zeros are replaced by the defaults shown.  Times are in milliseconds.
  */
 struct cdp_config {
-	const char *addr;	  /* clamd address (copied); default
-				   * /var/run/clamav/clamd.ctl */
-	unsigned max_conns;	  /* 8: connections open at once; callers
-				   * beyond it wait (within their deadline).
-				   * Keep it below clamd's MaxThreads and
-				   * MaxConnectionQueueLength */
-	int connect_timeout_ms;	  /* 5000 */
-	int io_timeout_ms;	  /* 10000: each send, and each reply that is
-				   * not a scan verdict (PING, VERSION, STATS) */
-	int scan_timeout_ms;	  /* 120000: whole scan, from the call to the
-				   * verdict, unless the call passes its own */
-	size_t chunk_size;	  /* 262144: INSTREAM chunk, clamped to
-				   * [4 KiB, 8 MiB] */
-	int no_session;		  /* 0: keep IDSESSION sessions for reuse;
-				   * 1: a new connection per command */
-	int idle_max_ms;	  /* 30000: an idle session older than this is
-				   * closed instead of reused */
+	const char *addr;	/* clamd address (copied); default
+				 * /var/run/clamav/clamd.ctl */
+	unsigned max_conns;	/* 8: connections open at once; callers
+				 * beyond it wait (within their deadline).
+				 * Keep it below clamd's MaxThreads and
+				 * MaxConnectionQueueLength */
+	int connect_timeout_ms; /* 5000 */
+	int io_timeout_ms;	/* 10000: each send, and each reply that is
+				 * not a scan verdict (PING, VERSION, STATS) */
+	int scan_timeout_ms;	/* 120000: whole scan, from the call to the
+				 * verdict, unless the call passes its own */
+	size_t chunk_size;	/* 262144: INSTREAM chunk, clamped to
+				 * [4 KiB, 8 MiB] */
+	int no_session;		/* 0: keep IDSESSION sessions for reuse;
+				 * 1: a new connection per command */
+	int idle_max_ms;	/* 30000: an idle session older than this is
+				 * closed instead of reused */
 };
 
 void cdp_config_init(struct cdp_config *cfg);
@@ -159,13 +159,13 @@ const struct cdp_addr *cdp_pool_addr(const struct cdp_pool *pool);
 
 /* Counters, for tests and statistics; read under the pool lock. */
 struct cdp_pool_counters {
-	unsigned long connects;	  /* connections opened successfully */
-	unsigned long reuses;	  /* commands sent on a reused session */
-	unsigned long retries;	  /* stale sessions replaced by a retry */
-	unsigned long discards;	  /* connections closed instead of kept */
-	unsigned long waits;	  /* callers that waited for a free slot */
-	unsigned open;		  /* connections open now */
-	unsigned idle;		  /* of which idle in the pool */
+	unsigned long connects; /* connections opened successfully */
+	unsigned long reuses;	/* commands sent on a reused session */
+	unsigned long retries;	/* stale sessions replaced by a retry */
+	unsigned long discards; /* connections closed instead of kept */
+	unsigned long waits;	/* callers that waited for a free slot */
+	unsigned open;		/* connections open now */
+	unsigned idle;		/* of which idle in the pool */
 };
 void cdp_pool_counters(struct cdp_pool *pool, struct cdp_pool_counters *c);
 
@@ -191,8 +191,8 @@ void cdp_pool_counters(struct cdp_pool *pool, struct cdp_pool_counters *c);
  * reading (StreamMaxLength), the result is CDP_ERR_SIZE_LIMIT (or a
  * protocol error if clamd's reply is lost), never CDP_CLEAN.
  */
-enum cdp_verdict cdp_scan_fildes(struct cdp_pool *pool, int fd,
-				 int timeout_ms, struct cdp_cancel *cancel,
+enum cdp_verdict cdp_scan_fildes(struct cdp_pool *pool, int fd, int timeout_ms,
+				 struct cdp_cancel *cancel,
 				 struct cdp_result *res);
 enum cdp_verdict cdp_scan_stream_fd(struct cdp_pool *pool, int fd,
 				    int timeout_ms, struct cdp_cancel *cancel,
@@ -249,8 +249,7 @@ int cdp_reply_parse(const char *s, size_t len, const char *name,
  * and the offset of <rest>, or -EPROTO when the prefix is missing or
  * malformed (no digits, leading zero, overflow, no ": ").
  */
-int cdp_reply_split_id(const char *s, size_t len, unsigned *idp,
-		       size_t *restp);
+int cdp_reply_split_id(const char *s, size_t len, unsigned *idp, size_t *restp);
 
 /*
  * Parse a VERSION reply: "ClamAV 1.4.6/27123/Mon Jan  1 09:00:00 2024" or

@@ -27,8 +27,7 @@ int64_t cdp_deadline(int timeout_ms)
 	return cdp_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 }
 
-int cdp_wait(int fd, short events, int64_t deadline,
-	     struct cdp_cancel *cancel)
+int cdp_wait(int fd, short events, int64_t deadline, struct cdp_cancel *cancel)
 {
 	struct pollfd pfd = {.fd = fd, .events = events};
 
@@ -151,7 +150,8 @@ int cdp_conn_send_fd(struct cdp_conn *conn, int fd, int64_t deadline,
 	memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
 
 	for (;;) {
-		ssize_t n = sendmsg(conn->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n =
+			sendmsg(conn->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		int rc;
 
 		if (n == 1)
@@ -199,7 +199,8 @@ int cdp_conn_read(struct cdp_conn *conn, size_t max, int64_t deadline,
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
 			/* A reset after clamd's last words: keep them. */
-			if (errno == ECONNRESET && cdp_rbuf_pending(&conn->rb)) {
+			if (errno == ECONNRESET &&
+			    cdp_rbuf_pending(&conn->rb)) {
 				*line = cdp_rbuf_rest(&conn->rb, len);
 				return -EPROTO;
 			}

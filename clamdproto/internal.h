@@ -104,8 +104,7 @@ void cdp_conn_close(struct cdp_conn *conn);
  * Wait until @fd is ready for @events, the deadline passes, or @cancel
  * triggers.  Returns the revents (> 0), -ETIMEDOUT or -ECANCELED.
  */
-int cdp_wait(int fd, short events, int64_t deadline,
-	     struct cdp_cancel *cancel);
+int cdp_wait(int fd, short events, int64_t deadline, struct cdp_cancel *cancel);
 
 /*
  * Send all @len bytes.  With @stop_on_input, return -EALREADY as soon as the
@@ -121,8 +120,8 @@ int cdp_conn_send_fd(struct cdp_conn *conn, int fd, int64_t deadline,
 /*
  * Read one NUL-terminated reply of at most @max - 1 bytes.  Returns 0 with
  * the reply in @line and @len, -ENODATA on EOF before any byte, -EPROTO on
- * EOF mid-reply (@line and @len then hold the unterminated rest), -EMSGSIZE, -ETIMEDOUT,
- * -ECANCELED, or another negative errno.
+ * EOF mid-reply (@line and @len then hold the unterminated rest), -EMSGSIZE,
+ * -ETIMEDOUT, -ECANCELED, or another negative errno.
  */
 int cdp_conn_read(struct cdp_conn *conn, size_t max, int64_t deadline,
 		  struct cdp_cancel *cancel, const char **line, size_t *len);

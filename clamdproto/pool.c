@@ -26,7 +26,7 @@ struct cdp_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
 	TAILQ_HEAD(cdp_conn_list, cdp_conn) idle; /* most recently used first */
-	unsigned open;		     /* idle + busy + being connected */
+	unsigned open; /* idle + busy + being connected */
 	struct cdp_pool_counters ctr;
 	char shown[300]; /* the address as users write it */
 };
@@ -130,7 +130,7 @@ void cdp_pool_counters(struct cdp_pool *pool, struct cdp_pool_counters *c)
 	*c = pool->ctr;
 	c->open = pool->open;
 	c->idle = 0;
-	TAILQ_FOREACH(conn, &pool->idle, entry)
+	TAILQ_FOREACH (conn, &pool->idle, entry)
 		c->idle++;
 	pthread_mutex_unlock(&pool->lock);
 }
@@ -372,10 +372,10 @@ static int send_stream(struct cdp_pool *pool, struct cdp_conn *conn,
 		}
 		be = htonl((uint32_t)n);
 		memcpy(chunk, &be, 4);
-		rc = cdp_conn_send(conn, chunk, n + 4,
-				   min64(deadline, cdp_deadline(
-							   pool->cfg.io_timeout_ms)),
-				   cancel, true);
+		rc = cdp_conn_send(
+			conn, chunk, n + 4,
+			min64(deadline, cdp_deadline(pool->cfg.io_timeout_ms)),
+			cancel, true);
 		if (rc || n == 0)
 			break;
 		off += (off_t)n;
@@ -420,8 +420,8 @@ static int read_reply(struct cdp_conn *conn, bool reused, unsigned id,
 		if (bare_error(*line, *len, res)) {
 			/* clamd timed the idle session out just as we
 			 * started using it. */
-			if (reused && strcmp(res->text,
-					     "COMMAND READ TIMED OUT") == 0)
+			if (reused &&
+			    strcmp(res->text, "COMMAND READ TIMED OUT") == 0)
 				return 2;
 			return 1;
 		}
@@ -508,9 +508,12 @@ static int run_on(struct cdp_pool *pool, struct cdp_conn *conn, bool reused,
 		  struct cdp_cancel *cancel, struct cdp_result *res)
 {
 	static const char *const words[] = {
-		[CMD_FILDES] = "zFILDES",     [CMD_INSTREAM_FD] = "zINSTREAM",
-		[CMD_INSTREAM_BUF] = "zINSTREAM", [CMD_SCAN] = "zSCAN ",
-		[CMD_PING] = "zPING",	      [CMD_VERSION] = "zVERSION",
+		[CMD_FILDES] = "zFILDES",
+		[CMD_INSTREAM_FD] = "zINSTREAM",
+		[CMD_INSTREAM_BUF] = "zINSTREAM",
+		[CMD_SCAN] = "zSCAN ",
+		[CMD_PING] = "zPING",
+		[CMD_VERSION] = "zVERSION",
 		[CMD_STATS] = "zSTATS",
 	};
 	int64_t iodl = min64(deadline, cdp_deadline(pool->cfg.io_timeout_ms));
@@ -548,8 +551,8 @@ static int run_on(struct cdp_pool *pool, struct cdp_conn *conn, bool reused,
 	}
 	if (!rc && cmd->kind == CMD_FILDES)
 		rc = cdp_conn_send_fd(conn, cmd->fd, iodl, cancel);
-	if (!rc && (cmd->kind == CMD_INSTREAM_FD ||
-		    cmd->kind == CMD_INSTREAM_BUF)) {
+	if (!rc &&
+	    (cmd->kind == CMD_INSTREAM_FD || cmd->kind == CMD_INSTREAM_BUF)) {
 		rc = send_stream(pool, conn, cmd, deadline, cancel, res);
 		if (rc && res->cat == CDP_ERR_LOCAL)
 			goto out;
@@ -652,8 +655,8 @@ static enum cdp_verdict run(struct cdp_pool *pool, const struct cmd *cmd,
 		bool reused;
 		int rc;
 
-		rc = acquire(pool, attempt > 0, cmd->kind == CMD_SCAN,
-			     deadline, cancel, &conn, &reused, res);
+		rc = acquire(pool, attempt > 0, cmd->kind == CMD_SCAN, deadline,
+			     cancel, &conn, &reused, res);
 		if (rc)
 			break;
 		/* Fail closed should any path forget to say what happened. */
@@ -669,7 +672,8 @@ static enum cdp_verdict run(struct cdp_pool *pool, const struct cmd *cmd,
 		/* A connection that saw anything but success is not trusted
 		 * with the next caller's file. */
 		release(pool, conn,
-			res->verdict == CDP_CLEAN && !cdp_cancel_triggered(cancel));
+			res->verdict == CDP_CLEAN &&
+				!cdp_cancel_triggered(cancel));
 		break;
 	}
 	return res->verdict;
@@ -680,8 +684,8 @@ static int scan_timeout(const struct cdp_pool *pool, int timeout_ms)
 	return timeout_ms > 0 ? timeout_ms : pool->cfg.scan_timeout_ms;
 }
 
-enum cdp_verdict cdp_scan_fildes(struct cdp_pool *pool, int fd,
-				 int timeout_ms, struct cdp_cancel *cancel,
+enum cdp_verdict cdp_scan_fildes(struct cdp_pool *pool, int fd, int timeout_ms,
+				 struct cdp_cancel *cancel,
 				 struct cdp_result *res)
 {
 	struct cmd cmd = {.kind = CMD_FILDES, .fd = fd};
@@ -714,8 +718,7 @@ enum cdp_verdict cdp_scan_stream_fd(struct cdp_pool *pool, int fd,
 
 enum cdp_verdict cdp_scan_buf(struct cdp_pool *pool, const void *buf,
 			      size_t len, int timeout_ms,
-			      struct cdp_cancel *cancel,
-			      struct cdp_result *res)
+			      struct cdp_cancel *cancel, struct cdp_result *res)
 {
 	struct cmd cmd = {.kind = CMD_INSTREAM_BUF, .buf = buf, .len = len};
 

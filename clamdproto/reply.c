@@ -78,8 +78,7 @@ static size_t strip_len(const char *s, size_t len, const char *name)
 		return 0;
 	nlen = (size_t)(sep - s);
 	if (name ? name_matches(s, nlen, name)
-		 : (name_matches(s, nlen, "fd[]") ||
-		    equals(s, nlen, "stream")))
+		 : (name_matches(s, nlen, "fd[]") || equals(s, nlen, "stream")))
 		return nlen + 2;
 	return 0;
 }
@@ -181,8 +180,7 @@ int cdp_reply_parse(const char *s, size_t len, const char *name,
 	return proto_error(res, "unparseable reply");
 }
 
-int cdp_reply_split_id(const char *s, size_t len, unsigned *idp,
-		       size_t *restp)
+int cdp_reply_split_id(const char *s, size_t len, unsigned *idp, size_t *restp)
 {
 	unsigned long v = 0;
 	size_t i = 0;

@@ -110,9 +110,8 @@ static void *worker(void *arg)
 			snprintf(sh->first_sig, sizeof(sh->first_sig), "%s",
 				 res->text);
 		if (res->verdict == CDP_ERROR && !sh->first_err[0])
-			snprintf(sh->first_err, sizeof(sh->first_err),
-				 "%s: %s", cdp_errcat_name(res->cat),
-				 res->text);
+			snprintf(sh->first_err, sizeof(sh->first_err), "%s: %s",
+				 cdp_errcat_name(res->cat), res->text);
 		if (sh->printed < 20) {
 			sh->printed++;
 			printf("scan verdict=%s cat=%s ms=%lld text=%s\n",
@@ -217,11 +216,12 @@ int main(int argc, char **argv)
 			cfg.no_session = 1;
 			break;
 		default:
-			fprintf(stderr, "usage: cdp-stress [--clamd A] [--mode "
-					"fdpass|stream|buf|path] [--threads N] "
-					"[--iterations N] [--max-conns N] "
-					"[--timeout-ms N] [--cancel-after-ms N] "
-					"[--sleep-ms N] [--no-session] FILE\n");
+			fprintf(stderr,
+				"usage: cdp-stress [--clamd A] [--mode "
+				"fdpass|stream|buf|path] [--threads N] "
+				"[--iterations N] [--max-conns N] "
+				"[--timeout-ms N] [--cancel-after-ms N] "
+				"[--sleep-ms N] [--no-session] FILE\n");
 			return 2;
 		}
 	}

@@ -59,8 +59,7 @@ static void usage(FILE *f)
 		"  -h, --help          this text\n");
 }
 
-static void scan_one(struct job *job, const char *file,
-		     struct cdp_result *res)
+static void scan_one(struct job *job, const char *file, struct cdp_result *res)
 {
 	char real[PATH_MAX];
 	int fd;
@@ -194,8 +193,14 @@ static int parse_int(const char *s, const char *what, long min, long max,
 
 int main(int argc, char **argv)
 {
-	enum { OPT_PING = 256, OPT_VERSION, OPT_STATS, OPT_NOSESSION,
-	       OPT_MAXCONNS, OPT_CHUNK };
+	enum {
+		OPT_PING = 256,
+		OPT_VERSION,
+		OPT_STATS,
+		OPT_NOSESSION,
+		OPT_MAXCONNS,
+		OPT_CHUNK
+	};
 	static const struct option opts[] = {
 		{"mode", required_argument, NULL, 'm'},
 		{"clamd", required_argument, NULL, 'c'},
@@ -290,10 +295,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (job.mode == MODE_DEFAULT)
-		job.mode = cdp_addr_kind(cdp_pool_addr(job.pool)) ==
-					   CDP_ADDR_UNIX
-				   ? MODE_FDPASS
-				   : MODE_STREAM;
+		job.mode =
+			cdp_addr_kind(cdp_pool_addr(job.pool)) == CDP_ADDR_UNIX
+				? MODE_FDPASS
+				: MODE_STREAM;
 
 	if (action == OPT_PING) {
 		rc = cdp_ping(job.pool, res);

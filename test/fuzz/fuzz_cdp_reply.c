@@ -51,7 +51,8 @@ static void check_line(const char *line, size_t len, const char *name,
 			abort();
 		break;
 	case CDP_ERROR:
-		if (res.cat == CDP_ERR_NONE || (rc && res.cat != CDP_ERR_PROTOCOL))
+		if (res.cat == CDP_ERR_NONE ||
+		    (rc && res.cat != CDP_ERR_PROTOCOL))
 			abort();
 		break;
 	default:

@@ -64,8 +64,7 @@ static void test_hostile_names(void **state)
 	expect("/t/x: Eicar FOUND: OK", NULL, CDP_CLEAN, CDP_ERR_NONE, "");
 	expect("/t/y: OK: Real.Sig FOUND", NULL, CDP_INFECTED, CDP_ERR_NONE,
 	       "Real.Sig");
-	expect("/t/new\nline: OK", "/t/new\nline", CDP_CLEAN, CDP_ERR_NONE,
-	       "");
+	expect("/t/new\nline: OK", "/t/new\nline", CDP_CLEAN, CDP_ERR_NONE, "");
 	expect("/t/new\nx: OK\nline: Sig FOUND", NULL, CDP_INFECTED,
 	       CDP_ERR_NONE, "Sig");
 	expect("/t/z: Permission denied. ERROR: OK", NULL, CDP_CLEAN,
@@ -168,14 +167,24 @@ static void test_split_id(void **state)
 	assert_int_equal(cdp_reply_split_id(s, strlen(s), &id, &rest), 0);
 	assert_int_equal(id, 4294967295u);
 	static const char *const bad[] = {
-		"4294967296: PONG", "0: PONG", "01: PONG", "1:PONG", "1 : x",
-		"-1: x", "+1: x", ": x", "1", "1:", "x1: y", "",
+		"4294967296: PONG",
+		"0: PONG",
+		"01: PONG",
+		"1:PONG",
+		"1 : x",
+		"-1: x",
+		"+1: x",
+		": x",
+		"1",
+		"1:",
+		"x1: y",
+		"",
 		"99999999999999999999: x",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_equal(cdp_reply_split_id(bad[i], strlen(bad[i]),
-						    &id, &rest),
-				 -EPROTO);
+		assert_int_equal(
+			cdp_reply_split_id(bad[i], strlen(bad[i]), &id, &rest),
+			-EPROTO);
 	/* "1: " with nothing after is a prefix; the empty rest is then a
 	 * protocol error for the reply parser. */
 	assert_int_equal(cdp_reply_split_id("1: ", 3, &id, &rest), 0);

@@ -30,8 +30,8 @@ static void test_long(void **state)
 	assert_int_equal(v.db_version, 27123);
 	assert_string_equal(v.db_date, "Mon Jan  1 09:00:00 2024");
 	assert_int_equal(v.db_time, 1704099600); /* 2024-01-01T09:00:00Z */
-	assert_int_equal(parse("ClamAV 0.103.11/26000/Tue Dec 12 10:30:01 2023"),
-			 0);
+	assert_int_equal(
+		parse("ClamAV 0.103.11/26000/Tue Dec 12 10:30:01 2023"), 0);
 	assert_string_equal(v.engine, "0.103.11");
 	assert_int_equal(v.db_version, 26000);
 	/* A date we cannot read is kept as text, without a time. */
@@ -54,11 +54,21 @@ static void test_short(void **state)
 static void test_malformed(void **state)
 {
 	static const char *const bad[] = {
-		"", "ClamAV", "ClamAV ", "clamav 1.4.6", "ClamAV  1.4.6",
-		"ClamAV 1.4.6 ", "ClamAV 1.4.6/", "ClamAV 1.4.6//date",
-		"ClamAV 1.4.6/x/date", "ClamAV 1.4.6/123", "ClamAV 1.4.6/123/",
+		"",
+		"ClamAV",
+		"ClamAV ",
+		"clamav 1.4.6",
+		"ClamAV  1.4.6",
+		"ClamAV 1.4.6 ",
+		"ClamAV 1.4.6/",
+		"ClamAV 1.4.6//date",
+		"ClamAV 1.4.6/x/date",
+		"ClamAV 1.4.6/123",
+		"ClamAV 1.4.6/123/",
 		"ClamAV 1.4.6/99999999999999999999999/d",
-		"ClamAV 1.4.6/1/a\nb", "PONG", "UNKNOWN COMMAND",
+		"ClamAV 1.4.6/1/a\nb",
+		"PONG",
+		"UNKNOWN COMMAND",
 		"ClamAV 1.2.3.4.5.6.7.8.9.10.11.12.13.14.15",
 	};
 	const char nul[] = "ClamAV 1.4.6\0/1/x";
