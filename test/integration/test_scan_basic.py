@@ -275,3 +275,24 @@ def test_startup_errors(mount_clamfs, clamd):
             (opts, r.stderr)
     assert not os.path.exists(os.path.join(b, "q")) or \
         os.listdir(os.path.join(b, "q")) == []
+
+
+STAT_NAMES = """opens_checked opens_cache_hit opens_scanned infected opens_denied
+opens_excluded opens_oversize_allowed opens_oversize_denied opens_error_denied
+opens_error_allowed opens_interrupted close_scans quarantined deleted
+hook_runs hook_suppressed cache_clears cache_hits cache_misses cache_entries
+scans scans_joined scan_retries scans_cancelled""".split()
+
+
+def test_stats_xattr(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd)
+    s = stats(m.mnt)
+    missing = [n for n in STAT_NAMES if n not in s]
+    assert not missing, missing
+    assert any(k.startswith("errors_") for k in s)
+    assert all(isinstance(v, int) for v in s.values()), s
+    # root only
+    r = run_as(UID_B, GID_B, [], """
+        emit(outcome(lambda: os.getxattr(ROOT, "trusted.clamfs.stats").hex()))
+        """, m.mnt)
+    assert r[0] == "err", r

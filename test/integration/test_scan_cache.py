@@ -1,0 +1,316 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# The verdict cache, proved with the daemon's counters and clamd's own log
+# (LogClean: one line per scan): unchanged files are not rescanned, 50
+# simultaneous openers cause one scan, infected verdicts are cached, and
+# every way of changing a file invalidates: writes through the mount in the
+# same second, a same-size pwrite, a writer still holding the file open,
+# truncate/fallocate/copy_file_range, a change behind the mount's back with
+# the mtime restored, and a signature update (TTL backstop).
+import os
+import threading
+import time
+
+import pytest
+
+from fsutil import FALLOC_FL_KEEP_SIZE, SLOW, fallocate
+from scanutil import (delta, detections, mount_scan, put, stats, try_open,
+                      try_read, wait_detections, wait_for)
+
+CLEAN = b"clean content, nothing to see\n"
+
+
+def test_unchanged_file_not_rescanned(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd)
+    data = os.urandom(300 * 1024)
+    put(m.b("f"), data)
+    put(m.b("e"), clamd.eicar)
+    scans0 = clamd.scan_count()
+    s0 = stats(m.mnt)
+    for _ in range(5):
+        assert try_read(m.m("f")) == ("ok", data)
+    for _ in range(3):
+        assert try_read(m.m("e")) == ("err", "EACCES")
+    s1 = stats(m.mnt)
+    assert delta(s0, s1, "opens_checked", "scans", "opens_scanned",
+                 "opens_cache_hit", "opens_denied", "infected") == {
+        "opens_checked": 8, "scans": 2, "opens_scanned": 2,
+        "opens_cache_hit": 6, "opens_denied": 3, "infected": 3}
+    # clamd saw exactly two scans, and no more arrive later
+    assert clamd.wait_scan_count(scans0 + 2) == scans0 + 2
+    dets = wait_detections(m, 3)
+    assert [d["cached"] for d in dets] == ["no", "yes", "yes"]
+    assert s1["cache_entries"] >= 2
+    # stat, atime updates and a rename do not change size/mtime/ctime...
+    # a rename changes ctime on ext4: the file is rescanned, and clean.
+    os.rename(m.m("f"), m.m("g"))
+    assert try_read(m.m("g")) == ("ok", data)
+    assert clamd.wait_scan_count(scans0 + 3) <= scans0 + 3
+
+
+def test_50_simultaneous_openers_one_scan(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd)
+    data = os.urandom(2 * 1024 * 1024)
+    put(m.b("big"), data)
+    n = 50
+    barrier = threading.Barrier(n)
+    results = [None] * n
+
+    def opener(i):
+        barrier.wait()
+        try:
+            fd = os.open(m.m("big"), os.O_RDONLY)
+        except OSError as e:
+            results[i] = e.errno
+            return
+        results[i] = len(os.read(fd, 4096))
+        os.close(fd)
+
+    # the lookup is done once beforehand so that all opens race on OPEN
+    os.stat(m.m("big"))
+    scans0 = clamd.scan_count()
+    s0 = stats(m.mnt)
+    ts = [threading.Thread(target=opener, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60 * SLOW)
+    assert results == [4096] * n
+    s1 = stats(m.mnt)
+    d = delta(s0, s1, "opens_checked", "scans", "opens_scanned",
+              "opens_cache_hit", "scans_joined")
+    assert d["opens_checked"] == n
+    assert d["scans"] == 1, d
+    assert d["opens_scanned"] + d["opens_cache_hit"] == n, d
+    # everybody who waited for a scan joined the single one in flight
+    assert d["scans_joined"] == d["opens_scanned"] - 1, d
+    assert clamd.wait_scan_count(scans0 + 1) == scans0 + 1
+
+
+def test_eicar_written_through_mount_same_second(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd)
+    # a new file, written and read back at once
+    with open(m.m("new"), "wb") as f:
+        f.write(clamd.eicar)
+    assert try_read(m.m("new")) == ("err", "EACCES")
+    # a clean file, read (verdict cached), then rewritten within the second
+    with open(m.m("f"), "wb") as f:
+        f.write(CLEAN)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    t0 = time.time()
+    with open(m.m("f"), "wb") as f:
+        f.write(clamd.eicar)
+    assert try_read(m.m("f")) == ("err", "EACCES")
+    assert time.time() - t0 < 1.0 * SLOW
+
+
+def test_pwrite_same_size(mount_clamfs, clamd):
+    """A same-size overwrite may leave size and (coarse) mtime unchanged:
+    the write through the mount must drop the cached verdict at once."""
+    m = mount_scan(mount_clamfs, clamd)
+    clean = b"A" * len(clamd.eicar)
+    put(m.b("f"), clean)
+    assert try_read(m.m("f")) == ("ok", clean)
+    st0 = os.stat(m.b("f"))
+    fd = os.open(m.m("f"), os.O_WRONLY)
+    assert os.pwrite(fd, clamd.eicar, 0) == len(clamd.eicar)
+    os.close(fd)
+    assert os.stat(m.b("f")).st_size == st0.st_size
+    assert try_read(m.m("f")) == ("err", "EACCES")
+    # and back: a clean same-size pwrite makes it readable again
+    fd = os.open(m.m("f"), os.O_WRONLY)
+    os.pwrite(fd, clean, 0)
+    os.close(fd)
+    assert try_read(m.m("f")) == ("ok", clean)
+
+
+def test_writer_still_open(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd)
+    # a new file being written: the reader is refused while the writer
+    # still holds it open
+    wfd = os.open(m.m("up"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(wfd, clamd.eicar)
+        assert try_read(m.m("up")) == ("err", "EACCES")
+    finally:
+        os.close(wfd)
+    assert try_read(m.m("up")) == ("err", "EACCES")
+
+    # a clean file with a cached verdict: once a writer has it open, every
+    # read-open rescans, and sees what the writer wrote
+    put(m.b("f"), CLEAN)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    wfd = os.open(m.m("f"), os.O_WRONLY)
+    try:
+        s0 = stats(m.mnt)
+        assert try_read(m.m("f")) == ("ok", CLEAN)
+        assert try_read(m.m("f")) == ("ok", CLEAN)
+        s1 = stats(m.mnt)
+        d = delta(s0, s1, "opens_cache_hit", "scans")
+        assert d == {"opens_cache_hit": 0, "scans": 2}, d
+        os.pwrite(wfd, clamd.eicar, 0)
+        os.ftruncate(wfd, len(clamd.eicar))
+        assert try_read(m.m("f")) == ("err", "EACCES")
+    finally:
+        os.close(wfd)
+    assert try_read(m.m("f")) == ("err", "EACCES")
+    # after the writer closed, the clean verdict of a clean file is cached
+    # again
+    put(m.b("g"), CLEAN)
+    wfd = os.open(m.m("g"), os.O_WRONLY)
+    os.close(wfd)
+    assert try_read(m.m("g")) == ("ok", CLEAN)
+    s0 = stats(m.mnt)
+    assert try_read(m.m("g")) == ("ok", CLEAN)
+    assert delta(s0, stats(m.mnt), "opens_cache_hit")["opens_cache_hit"] == 1
+
+
+def test_truncate_fallocate_copy_invalidate(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd)
+    e = clamd.eicar
+    # truncate: EICAR + padding (clean for the whole-file signature) cut
+    # back to exactly EICAR
+    put(m.b("t"), e + b"\0" * 10)
+    assert try_read(m.m("t")) == ("ok", e + b"\0" * 10)
+    os.truncate(m.m("t"), len(e))
+    assert try_read(m.m("t")) == ("err", "EACCES")
+    # ftruncate through a write-only fd
+    put(m.b("t2"), e + b"pad")
+    assert try_read(m.m("t2"))[0] == "ok"
+    fd = os.open(m.m("t2"), os.O_WRONLY)
+    os.ftruncate(fd, len(e))
+    os.close(fd)
+    assert try_read(m.m("t2")) == ("err", "EACCES")
+    # copy_file_range (both ends on the mount) into a clean file of the
+    # same size: the source, EICAR plus padding, is clean as a whole
+    put(m.b("src"), e + b"pad")
+    put(m.b("dst"), b"B" * len(e))
+    assert try_read(m.m("dst"))[0] == "ok"
+    s = os.open(m.m("src"), os.O_RDONLY)
+    try:
+        d = os.open(m.m("dst"), os.O_WRONLY)
+        try:
+            assert os.copy_file_range(s, d, len(e), 0, 0) == len(e)
+        finally:
+            os.close(d)
+    finally:
+        os.close(s)
+    with open(m.b("dst"), "rb") as f:
+        assert f.read() == e
+    assert try_read(m.m("dst")) == ("err", "EACCES")
+    # fallocate that extends the file: EICAR + zeros is clean again, so
+    # a stale "infected" verdict must not survive either
+    put(m.b("fa"), e)
+    assert try_read(m.m("fa")) == ("err", "EACCES")
+    fd = os.open(m.m("fa"), os.O_WRONLY)
+    try:
+        fallocate(fd, 0, 0, len(e) + 4096)
+    finally:
+        os.close(fd)
+    assert os.path.getsize(m.b("fa")) == len(e) + 4096
+    assert try_read(m.m("fa")) == ("ok", e + b"\0" * 4096)
+    # KEEP_SIZE fallocate changes neither size nor content: still refused
+    put(m.b("fk"), e)
+    assert try_read(m.m("fk")) == ("err", "EACCES")
+    fd = os.open(m.m("fk"), os.O_WRONLY)
+    try:
+        fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 8192)
+    finally:
+        os.close(fd)
+    assert try_read(m.m("fk")) == ("err", "EACCES")
+
+
+def test_backend_change_with_mtime_restored(mount_clamfs, clamd):
+    """Swap the content behind the mount's back, same size, and put the old
+    atime/mtime back (touch -r): ctime still differs, so it is rescanned."""
+    m = mount_scan(mount_clamfs, clamd)
+    clean = b"Z" * len(clamd.eicar)
+    put(m.b("f"), clean)
+    assert try_read(m.m("f")) == ("ok", clean)
+    st = os.stat(m.b("f"))
+    with open(m.b("f"), "r+b") as f:
+        f.write(clamd.eicar)
+    os.utime(m.b("f"), ns=(st.st_atime_ns, st.st_mtime_ns))
+    st2 = os.stat(m.b("f"))
+    assert (st2.st_size, st2.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    s0 = stats(m.mnt)
+    assert try_read(m.m("f")) == ("err", "EACCES")
+    s1 = stats(m.mnt)
+    assert delta(s0, s1, "scans")["scans"] == 1
+    # the reverse: infected cached, then cleaned behind the mount's back
+    put(m.b("g"), clamd.eicar)
+    assert try_read(m.m("g")) == ("err", "EACCES")
+    st = os.stat(m.b("g"))
+    with open(m.b("g"), "r+b") as f:
+        f.write(clean)
+    os.utime(m.b("g"), ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert try_read(m.m("g")) == ("ok", clean)
+    # replaced by a different inode with the same stamps: also rescanned
+    put(m.b("h.tmp"), clamd.eicar)
+    put(m.b("h"), clean)
+    assert try_read(m.m("h")) == ("ok", clean)
+    st = os.stat(m.b("h"))
+    os.utime(m.b("h.tmp"), ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.rename(m.b("h.tmp"), m.b("h"))
+    time.sleep(1.2)  # let the kernel's 1 s entry cache for "h" expire
+    assert try_read(m.m("h")) == ("err", "EACCES")
+
+
+def test_new_signature_reload_ttl(mount_clamfs, clamd):
+    """A new signature plus RELOAD. With only custom signatures clamd's
+    VERSION reply carries no database version ("ClamAV 1.4.6"), so the
+    version poll cannot notice the reload: the cache TTL is the backstop,
+    and that is the path tested here. A clean verdict cached before the
+    reload expires after cache_ttl seconds; the file is then refused."""
+    ttl = 3
+    m = mount_scan(mount_clamfs, clamd, f"cache_ttl={ttl}", "version_check=1")
+    payload = b"reload-test-payload-" + os.urandom(8).hex().encode()
+    put(m.b("f"), b"header\n" + payload + b"\ntrailer\n")
+    put(m.b("other"), CLEAN)
+    assert try_read(m.m("f"))[0] == "ok"
+    t_scan = time.monotonic()
+    # within the TTL the cached verdict serves (no rescan)
+    s0 = stats(m.mnt)
+    assert try_read(m.m("other"))[0] == "ok"
+    assert try_read(m.m("other"))[0] == "ok"
+    assert delta(s0, stats(m.mnt), "opens_cache_hit")["opens_cache_hit"] == 1
+    clamd.add_signature("Clamfs-Reload-Test", payload)
+    # refused at the latest ttl seconds (plus slack) after the scan
+    deadline = t_scan + ttl + 3 * SLOW
+    outcome = None
+    while time.monotonic() < deadline:
+        outcome = try_read(m.m("f"))
+        if outcome == ("err", "EACCES"):
+            break
+        time.sleep(0.2)
+    assert outcome == ("err", "EACCES"), \
+        f"still {outcome[0]} {time.monotonic() - t_scan:.1f}s after the scan"
+    dets = wait_detections(m, 1)
+    assert dets[-1]["signature"] == "Clamfs-Reload-Test.UNOFFICIAL"
+
+
+def test_cache_ttl_zero_disables(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd, "cache_ttl=0")
+    put(m.b("f"), CLEAN)
+    put(m.b("e"), clamd.eicar)
+    scans0 = clamd.scan_count()
+    s0 = stats(m.mnt)
+    for _ in range(3):
+        assert try_read(m.m("f")) == ("ok", CLEAN)
+        assert try_read(m.m("e")) == ("err", "EACCES")
+    d = delta(s0, stats(m.mnt), "scans", "opens_cache_hit")
+    assert d == {"scans": 6, "opens_cache_hit": 0}
+    assert clamd.wait_scan_count(scans0 + 6) == scans0 + 6
+
+
+def test_cache_entries_bound(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd, "cache_entries=4")
+    for i in range(10):
+        put(m.b(f"f{i}"), CLEAN + bytes([i]))
+    for i in range(10):
+        assert try_read(m.m(f"f{i}"))[0] == "ok"
+    s = stats(m.mnt)
+    assert 1 <= s["cache_entries"] <= 4, s["cache_entries"]
+    # the most recent one is still cached
+    s0 = stats(m.mnt)
+    assert try_read(m.m("f9"))[0] == "ok"
+    assert delta(s0, stats(m.mnt), "opens_cache_hit")["opens_cache_hit"] == 1
