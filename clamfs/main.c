@@ -312,7 +312,7 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
 	log_init(!opts.foreground, opts.debug ? LOG_LEVEL_DEBUG
-					      : LOG_LEVEL_INFO);
+					      : (enum log_level)opts.log_level);
 	if (fuse_daemonize(opts.foreground) != 0)
 		goto out_unmount;
 	if (scan_threads_start(&fs, &opts, &setup) != 0)

@@ -6,6 +6,8 @@
  */
 #include "opts.h"
 
+#include "config.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -46,6 +48,10 @@ enum opt_key {
 	KEY_EXCLUDE,
 	KEY_EXEMPT_UID,
 	KEY_EXEMPT_GID,
+	KEY_CONFIG,
+	KEY_LOG_LEVEL,
+	KEY_MOUNT_OPTIONS,
+	KEY_MOUNTPOINT,
 };
 
 static const struct fuse_opt opt_spec[] = {
@@ -61,10 +67,12 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("threads=", KEY_THREADS),
 	FUSE_OPT_KEY("max_threads=", KEY_THREADS),
 	FUSE_OPT_KEY("clone_fd", KEY_CLONE_FD),
+	FUSE_OPT_KEY("clone_fd=", KEY_CLONE_FD),
 	FUSE_OPT_KEY("attr_timeout=", KEY_ATTR_TIMEOUT),
 	FUSE_OPT_KEY("entry_timeout=", KEY_ENTRY_TIMEOUT),
 	FUSE_OPT_KEY("negative_timeout=", KEY_NEGATIVE_TIMEOUT),
 	FUSE_OPT_KEY("no_default_permissions", KEY_NO_DEFAULT_PERMISSIONS),
+	FUSE_OPT_KEY("no_default_permissions=", KEY_NO_DEFAULT_PERMISSIONS),
 	FUSE_OPT_KEY("clamd=", KEY_CLAMD),
 	FUSE_OPT_KEY("scan_mode=", KEY_SCAN_MODE),
 	FUSE_OPT_KEY("scan_timeout=", KEY_SCAN_TIMEOUT),
@@ -74,6 +82,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("cache_ttl=", KEY_CACHE_TTL),
 	FUSE_OPT_KEY("version_check=", KEY_VERSION_CHECK),
 	FUSE_OPT_KEY("scan_on_close", KEY_SCAN_ON_CLOSE),
+	FUSE_OPT_KEY("scan_on_close=", KEY_SCAN_ON_CLOSE),
 	FUSE_OPT_KEY("on_error=", KEY_ON_ERROR),
 	FUSE_OPT_KEY("on_infected=", KEY_ON_INFECTED),
 	FUSE_OPT_KEY("deny_errno=", KEY_DENY_ERRNO),
@@ -86,11 +95,17 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("exclude=", KEY_EXCLUDE),
 	FUSE_OPT_KEY("exempt_uid=", KEY_EXEMPT_UID),
 	FUSE_OPT_KEY("exempt_gid=", KEY_EXEMPT_GID),
+	FUSE_OPT_KEY("config=", KEY_CONFIG),
+	FUSE_OPT_KEY("log_level=", KEY_LOG_LEVEL),
+	FUSE_OPT_KEY("options=", KEY_MOUNT_OPTIONS),
+	FUSE_OPT_KEY("mountpoint=", KEY_MOUNTPOINT),
 	FUSE_OPT_END,
 };
 
 struct parse_ctx {
 	struct clamfs_opts *opts;
+	bool from_config;      /* applying a configuration file line */
+	bool backend_cmdline;  /* -o backend= given on the command line */
 	char *nonopt[2];
 	int n_nonopt;
 	char *err;
@@ -200,6 +215,23 @@ static int parse_choice(struct parse_ctx *ctx, const char *arg,
 			  want);
 }
 
+/* A bare flag is true; "flag=yes|no|true|false|on|off|1|0" says which. */
+static int parse_flag(struct parse_ctx *ctx, const char *arg, bool *out)
+{
+	static const char *const words[] = {"no", "yes", "false", "true", "off",
+					    "on", "0", "1", NULL};
+	int choice;
+
+	if (!strchr(arg, '=')) {
+		*out = true;
+		return 0;
+	}
+	if (parse_choice(ctx, arg, words, "yes or no", &choice))
+		return -1;
+	*out = choice % 2 == 1;
+	return 0;
+}
+
 static int set_string(struct parse_ctx *ctx, char **dst, const char *val)
 {
 	char *copy = strdup(val);
@@ -216,6 +248,8 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 	static const char *const modes[] = {"fdpass", "stream", "path", NULL};
 	static const char *const deny_allow[] = {"deny", "allow", NULL};
 	static const char *const errnos[] = {"EACCES", "EPERM", NULL};
+	static const char *const log_levels[] = {"error", "warning", "info",
+						 "debug", NULL};
 	struct clamfs_opts *opts = ctx->opts;
 	struct policy *p = &opts->policy;
 	const char *val = opt_value(arg);
@@ -247,8 +281,7 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 	case KEY_VERSION_CHECK:
 		return parse_uint(ctx, arg, 0, 86400, &opts->version_check);
 	case KEY_SCAN_ON_CLOSE:
-		opts->scan_on_close = true;
-		return 0;
+		return parse_flag(ctx, arg, &opts->scan_on_close);
 	case KEY_ON_ERROR:
 		if (parse_choice(ctx, arg, deny_allow, "deny or allow",
 				 &choice))
@@ -304,6 +337,23 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 					  arg);
 		ret = policy_add_glob(p, key == KEY_INCLUDE, val);
 		break;
+	case KEY_LOG_LEVEL:
+		if (parse_choice(ctx, arg, log_levels,
+				 "error, warning, info or debug", &choice))
+			return -1;
+		opts->log_level = choice;
+		return 0;
+	case KEY_MOUNT_OPTIONS:
+		if (*val == '\0')
+			return 0;
+		if (fuse_opt_add_opt(&opts->mount_options, val) == -1)
+			ret = -ENOMEM;
+		break;
+	case KEY_MOUNTPOINT:
+		if (*val == '\0')
+			return parse_fail(ctx, -EINVAL,
+					  "empty mountpoint= path");
+		return set_string(ctx, &opts->mountpoint_opt, val);
 	case KEY_EXEMPT_UID:
 	case KEY_EXEMPT_GID:
 		if (parse_ulong(ctx, arg, 0, UINT32_MAX - 1, &id))
@@ -361,21 +411,29 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_BACKEND:
 		if (*opt_value(arg) == '\0')
 			return parse_fail(ctx, -EINVAL, "empty backend= path");
+		if (!ctx->from_config)
+			ctx->backend_cmdline = true;
 		return set_string(ctx, &opts->backend, opt_value(arg));
 	case KEY_THREADS:
 		return parse_threads(ctx, arg);
 	case KEY_CLONE_FD:
-		opts->clone_fd = true;
-		return 0;
+		return parse_flag(ctx, arg, &opts->clone_fd);
 	case KEY_ATTR_TIMEOUT:
 		return parse_timeout(ctx, arg, &opts->attr_timeout);
 	case KEY_ENTRY_TIMEOUT:
 		return parse_timeout(ctx, arg, &opts->entry_timeout);
 	case KEY_NEGATIVE_TIMEOUT:
 		return parse_timeout(ctx, arg, &opts->negative_timeout);
-	case KEY_NO_DEFAULT_PERMISSIONS:
-		opts->default_permissions = false;
+	case KEY_NO_DEFAULT_PERMISSIONS: {
+		bool off;
+
+		if (parse_flag(ctx, arg, &off))
+			return -1;
+		opts->default_permissions = !off;
 		return 0;
+	}
+	case KEY_CONFIG:
+		return 0; /* read before everything else: see opts_parse */
 	default:
 		return scan_opt_proc(ctx, arg, key);
 	}
@@ -404,35 +462,114 @@ static void opts_set_defaults(struct clamfs_opts *opts)
 	opts->cache_ttl = 3600;
 	opts->version_check = 60;
 	opts->infected_cmd_rate = 10;
+	opts->log_level = 2; /* info */
 	policy_init(&opts->policy);
 }
 
-/* Assigns the positional arguments: [BACKEND] MOUNTPOINT. */
+/*
+ * Assigns the positional arguments, which override the configuration file:
+ * BACKEND MOUNTPOINT (the form mount.fuse3 uses), or MOUNTPOINT alone when
+ * the backend comes from -o or the file, or none when both come from there.
+ */
 static int assign_paths(struct parse_ctx *ctx)
 {
 	struct clamfs_opts *opts = ctx->opts;
-	int want = opts->backend ? 1 : 2;
 
 	if (opts->show_help || opts->show_version)
 		return 0;
-	if (ctx->n_nonopt < want) {
-		if (ctx->n_nonopt == 0 && !opts->backend)
-			return parse_fail(ctx, -EINVAL,
-					  "missing backend and mountpoint "
-					  "(try --help)");
-		return parse_fail(ctx, -EINVAL, "missing mountpoint");
-	}
-	if (ctx->n_nonopt > want)
+	if (ctx->n_nonopt == 2 && ctx->backend_cmdline)
 		return parse_fail(ctx, -EINVAL,
 				  "backend given twice: -o backend=%s and '%s'",
 				  opts->backend, ctx->nonopt[0]);
-	if (want == 2) {
+	if (ctx->n_nonopt == 2) {
+		free(opts->backend);
 		opts->backend = ctx->nonopt[0];
 		ctx->nonopt[0] = NULL;
 	}
-	opts->mountpoint = ctx->nonopt[want - 1];
-	ctx->nonopt[want - 1] = NULL;
+	if (ctx->n_nonopt >= 1) {
+		free(opts->mountpoint);
+		opts->mountpoint = ctx->nonopt[ctx->n_nonopt - 1];
+		ctx->nonopt[ctx->n_nonopt - 1] = NULL;
+	} else if (opts->mountpoint_opt) {
+		opts->mountpoint = strdup(opts->mountpoint_opt);
+		if (!opts->mountpoint)
+			return parse_fail(ctx, -ENOMEM, "out of memory");
+	}
+	if (!opts->backend && !opts->mountpoint)
+		return parse_fail(ctx, -EINVAL,
+				  "missing backend and mountpoint (try --help)");
+	if (!opts->mountpoint)
+		return parse_fail(ctx, -EINVAL, "missing mountpoint");
+	if (!opts->backend)
+		return parse_fail(ctx, -EINVAL, "missing backend");
 	return 0;
+}
+
+/*
+ * The value of the last config= among the -o options (a malloc()ed copy,
+ * fuse_opt's backslash escapes undone), or NULL.
+ */
+static char *find_config(int argc, char *argv[])
+{
+	const char *found = NULL;
+	char *copy, *out;
+
+	for (int i = 1; i < argc; i++) {
+		const char *o = NULL, *p;
+
+		if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+			o = argv[++i];
+		else if (strncmp(argv[i], "-o", 2) == 0)
+			o = argv[i] + 2;
+		for (p = o; p && (p = strstr(p, "config=")); p++)
+			if (p == o || p[-1] == ',')
+				found = p + 7;
+	}
+	if (!found)
+		return NULL;
+	out = copy = malloc(strlen(found) + 1);
+	if (!copy)
+		return NULL;
+	for (; *found && *found != ','; found++) {
+		if (*found == '\\' && found[1])
+			found++;
+		*out++ = *found;
+	}
+	*out = '\0';
+	return copy;
+}
+
+static int apply_kv(struct parse_ctx *ctx, const char *key, const char *value)
+{
+	char *arg = NULL;
+	int ret = -1;
+
+	for (const struct fuse_opt *o = opt_spec; o->templ; o++) {
+		size_t n = strlen(key);
+		bool with_value = o->templ[strlen(o->templ) - 1] == '=';
+
+		if (strncmp(o->templ, key, n) != 0 ||
+		    o->templ[n] != (with_value ? '=' : '\0') ||
+		    o->templ[0] == '-' || o->value == KEY_CONFIG)
+			continue;
+		if (asprintf(&arg, "%s=%s", key, value) < 0)
+			return parse_fail(ctx, -ENOMEM, "out of memory");
+		ret = opt_proc(ctx, arg, o->value, NULL);
+		free(arg);
+		return ret;
+	}
+	return parse_fail(ctx, -EINVAL, "unknown key '%s'", key);
+}
+
+int opts_apply(struct clamfs_opts *opts, const char *key, const char *value,
+	       char *err, size_t errlen)
+{
+	struct parse_ctx ctx = {.opts = opts,
+				.from_config = true,
+				.err = err,
+				.errlen = errlen};
+
+	return apply_kv(&ctx, key, value) ? ctx.error : 0;
 }
 
 int opts_parse(int argc, char *argv[], struct clamfs_opts *opts,
@@ -446,6 +583,13 @@ int opts_parse(int argc, char *argv[], struct clamfs_opts *opts,
 	opts_set_defaults(opts);
 	if (errlen)
 		err[0] = '\0';
+	/* the file comes first so that -o options override it */
+	opts->config = find_config(argc, argv);
+	if (opts->config) {
+		ret = config_load(opts->config, opts, err, errlen);
+		if (ret)
+			goto out_fail;
+	}
 	if (fuse_opt_parse(&args, &ctx, opt_spec, opt_proc) == -1) {
 		if (ctx.error == 0)
 			parse_fail(&ctx, -EINVAL, "malformed option list");
@@ -455,8 +599,11 @@ int opts_parse(int argc, char *argv[], struct clamfs_opts *opts,
 	ret = assign_paths(&ctx) ? ctx.error : 0;
 	if (ret)
 		goto out_fail;
-	if (opts->default_permissions &&
-	    fuse_opt_add_arg(&args, "-odefault_permissions") == -1) {
+	if ((opts->mount_options &&
+	     (fuse_opt_add_arg(&args, "-o") == -1 ||
+	      fuse_opt_add_arg(&args, opts->mount_options) == -1)) ||
+	    (opts->default_permissions &&
+	     fuse_opt_add_arg(&args, "-odefault_permissions") == -1)) {
 		parse_fail(&ctx, -ENOMEM, "out of memory");
 		ret = -ENOMEM;
 		goto out_fail;
@@ -535,6 +682,12 @@ void opts_free(struct clamfs_opts *opts)
 	free(opts->clamd);
 	free(opts->quarantine_dir);
 	free(opts->infected_cmd);
+	free(opts->config);
+	free(opts->mount_options);
+	free(opts->mountpoint_opt);
+	opts->config = NULL;
+	opts->mount_options = NULL;
+	opts->mountpoint_opt = NULL;
 	opts->backend = NULL;
 	opts->mountpoint = NULL;
 	opts->clamd = NULL;

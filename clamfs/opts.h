@@ -47,6 +47,12 @@ struct clamfs_opts {
 	char *infected_cmd;
 	unsigned int infected_cmd_rate; /* runs per minute at most */
 	struct policy policy;
+
+	/* operation */
+	char *config;	      /* the configuration file read, if any */
+	int log_level;	      /* enum log_level */
+	char *mount_options;  /* FUSE mount options from the file */
+	char *mountpoint_opt; /* mountpoint= from the file or -o */
 };
 
 #define OPTS_DEFAULT_THREADS 16
@@ -68,6 +74,14 @@ int opts_parse(int argc, char *argv[], struct clamfs_opts *opts,
  * unless the user gave them. Returns 0 or -ENOMEM.
  */
 int opts_add_mount_names(struct fuse_args *fuse_args, const char *backend);
+
+/*
+ * Applies one key = value as found in a configuration file: the key is an
+ * option name without "-o"; a flag takes yes/no. 0, or -EINVAL with a
+ * one-line reason in err.
+ */
+int opts_apply(struct clamfs_opts *opts, const char *key, const char *value,
+	       char *err, size_t errlen);
 
 void opts_free(struct clamfs_opts *opts);
 
