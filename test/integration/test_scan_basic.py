@@ -175,6 +175,28 @@ def test_open_flags_gated(mount_clamfs, clamd):
     assert clamd.wait_scan_count(scans0 + d["scans"]) == scans0 + d["scans"]
 
 
+def test_create_of_existing_infected_file(mount_clamfs, clamd):
+    """open(O_CREAT|O_RDWR) reaching the daemon as FUSE_CREATE for a name
+    the kernel believes absent (a cached negative entry) while the backend
+    meanwhile holds an infected file: the create opens the existing file,
+    which must go through the gate."""
+    m = mount_scan(mount_clamfs, clamd, "negative_timeout=60")
+    assert not os.path.lexists(m.m("late"))  # negative entry cached
+    put(m.b("late"), clamd.eicar)
+    assert try_open(m.m("late"), os.O_RDWR | os.O_CREAT) == ("err", "EACCES")
+    with open(m.b("late"), "rb") as f:
+        assert f.read() == clamd.eicar
+    assert len(wait_detections(m, 1)) == 1
+    # the same with a clean file: opened, nothing truncated
+    assert not os.path.lexists(m.m("late2"))
+    put(m.b("late2"), CLEAN)
+    fd = os.open(m.m("late2"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert os.read(fd, 4096) == CLEAN
+    finally:
+        os.close(fd)
+
+
 def test_no_leak_through_mmap(mount_clamfs, clamd):
     """A file read clean (its pages cached) and then overwritten with EICAR
     through the mount cannot be opened for mmap; nothing is mapped."""
