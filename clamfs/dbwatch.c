@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +24,7 @@ struct dbwatch {
 	pthread_cond_t wake;
 	bool stop;
 	bool known;
+	bool up;
 	struct cdp_version last;
 };
 
@@ -37,9 +39,13 @@ static bool version_differs(const struct cdp_version *a,
 static void check_once(struct dbwatch *w)
 {
 	struct cdp_version ver;
+	bool up = cdp_version(w->pool, &ver, NULL) == 0;
 
-	if (cdp_version(w->pool, &ver, NULL) != 0)
-		return; /* clamd down: the scans report it */
+	pthread_mutex_lock(&w->lock);
+	w->up = up;
+	pthread_mutex_unlock(&w->lock);
+	if (!up)
+		return; /* the scans report it, with their reason */
 	if (w->known && version_differs(&w->last, &ver)) {
 		vcache_clear(w->vc);
 		stats_inc(w->stats, STAT_CACHE_CLEARS);
@@ -48,8 +54,26 @@ static void check_once(struct dbwatch *w)
 			 w->last.engine, w->last.db_version, ver.engine,
 			 ver.db_version);
 	}
+	pthread_mutex_lock(&w->lock);
 	w->last = ver;
 	w->known = true;
+	pthread_mutex_unlock(&w->lock);
+}
+
+void dbwatch_describe(struct dbwatch *w, char *buf, size_t len)
+{
+	if (!w) {
+		snprintf(buf, len, "clamd_up=unknown\n");
+		return;
+	}
+	pthread_mutex_lock(&w->lock);
+	snprintf(buf, len,
+		 "clamd_up=%d\nclamd_engine=%s\nclamd_db_version=%lu\n"
+		 "clamd_db_date=%s\n",
+		 w->up ? 1 : 0, w->known ? w->last.engine : "unknown",
+		 w->known ? w->last.db_version : 0UL,
+		 w->known && w->last.db_date[0] ? w->last.db_date : "none");
+	pthread_mutex_unlock(&w->lock);
 }
 
 static void *watch_main(void *arg)

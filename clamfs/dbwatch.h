@@ -8,6 +8,8 @@
 #ifndef CLAMFS_DBWATCH_H
 #define CLAMFS_DBWATCH_H
 
+#include <stddef.h>
+
 #include "clamdproto.h"
 #include "stats.h"
 #include "vcache.h"
@@ -19,5 +21,11 @@ int dbwatch_start(struct cdp_pool *pool, struct vcache *vc,
 		  struct stats *stats, unsigned int interval_sec,
 		  struct dbwatch **out);
 void dbwatch_stop(struct dbwatch *w);
+
+/*
+ * What the last check saw, as "key=value\n" lines: clamd_up (0/1),
+ * clamd_engine, clamd_db_version, clamd_db_date. w may be NULL.
+ */
+void dbwatch_describe(struct dbwatch *w, char *buf, size_t len);
 
 #endif

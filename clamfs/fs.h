@@ -10,6 +10,9 @@
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
 
+#include <time.h>
+
+#include "dbwatch.h"
 #include "detect.h"
 #include "inode.h"
 #include "policy.h"
@@ -34,7 +37,9 @@ struct clamfs_fs {
 	struct vcache *vcache;
 	struct scanq *scanq;
 	struct detect *detect;
+	struct dbwatch *dbwatch;
 	struct stats stats;
+	struct timespec started; /* CLOCK_MONOTONIC */
 };
 
 /* The request table handed to fuse_session_new (ops.c). */

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "creds.h"
 #include "dbwatch.h"
 #include "fs.h"
@@ -209,6 +210,7 @@ static int scan_threads_start(struct clamfs_fs *fs,
 	if (dbwatch_start(setup->pool, fs->vcache, &fs->stats,
 			  opts->version_check, &setup->dbwatch) != 0)
 		goto nomem;
+	fs->dbwatch = setup->dbwatch;
 	return 0;
 nomem:
 	log_err("cannot start scanner threads: out of memory");
@@ -264,6 +266,8 @@ int main(int argc, char *argv[])
 	struct stat root_st;
 	int root_fd, ret = 1;
 
+	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
+		return cli_stats(argc - 2, argv + 2, stdout);
 	if (opts_parse(argc, argv, &opts, &args, err, sizeof(err)) != 0) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		return 1;
@@ -279,6 +283,10 @@ int main(int argc, char *argv[])
 	if (opts.show_version) {
 		print_version();
 		ret = 0;
+		goto out_opts;
+	}
+	if (opts.check) {
+		ret = cli_check(&opts, stdout);
 		goto out_opts;
 	}
 
@@ -299,6 +307,7 @@ int main(int argc, char *argv[])
 	fs.entry_timeout = opts.entry_timeout;
 	fs.negative_timeout = opts.negative_timeout;
 	fs.default_permissions = opts.default_permissions;
+	clock_gettime(CLOCK_MONOTONIC, &fs.started);
 	fs.backend_path = backend;
 	fs.backend_len = strlen(backend);
 	if (scan_start(&fs, &opts, mnt, &setup) != 0)

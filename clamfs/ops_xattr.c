@@ -26,12 +26,16 @@ static void reply_stats(fuse_req_t req, size_t size)
 	struct clamfs_fs *fs = req_fs(req);
 	struct vcache_counters vc;
 	struct scanq_counters qc;
-	char extra[512], *buf;
+	char extra[1024], clamd[512], *buf;
+	struct timespec now;
 	size_t need;
+	int n;
 
 	vcache_counters(fs->vcache, &vc);
 	scanq_counters(fs->scanq, &qc);
-	snprintf(extra, sizeof(extra),
+	dbwatch_describe(fs->dbwatch, clamd, sizeof(clamd));
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	n = snprintf(extra, sizeof(extra),
 		 "cache_hits=%llu\ncache_misses=%llu\ncache_evictions=%llu\n"
 		 "cache_entries=%llu\nscans=%llu\nscans_joined=%llu\n"
 		 "scan_retries=%llu\nscans_cancelled=%llu\nscans_queued=%u\n"
@@ -42,6 +46,13 @@ static void reply_stats(fuse_req_t req, size_t size)
 		 (unsigned long long)qc.joined, (unsigned long long)qc.retries,
 		 (unsigned long long)qc.cancelled, qc.queued,
 		 itab_count(fs->itab));
+	snprintf(extra + n, sizeof(extra) - (size_t)n,
+		 "scan_latency_p50_us=%llu\nscan_latency_p90_us=%llu\n"
+		 "scan_latency_p99_us=%llu\nuptime_seconds=%lld\n%s",
+		 (unsigned long long)scanq_latency_quantile(&qc, 0.5),
+		 (unsigned long long)scanq_latency_quantile(&qc, 0.9),
+		 (unsigned long long)scanq_latency_quantile(&qc, 0.99),
+		 (long long)(now.tv_sec - fs->started.tv_sec), clamd);
 	need = stats_render(&fs->stats, extra, NULL, 0);
 	if (size == 0) {
 		fuse_reply_xattr(req, need);

@@ -20,6 +20,7 @@ enum opt_key {
 	KEY_SINGLE,
 	KEY_HELP,
 	KEY_VERSION,
+	KEY_CHECK,
 	KEY_BACKEND,
 	KEY_THREADS,
 	KEY_CLONE_FD,
@@ -63,6 +64,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
 	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("--check", KEY_CHECK),
 	FUSE_OPT_KEY("backend=", KEY_BACKEND),
 	FUSE_OPT_KEY("threads=", KEY_THREADS),
 	FUSE_OPT_KEY("max_threads=", KEY_THREADS),
@@ -408,6 +410,9 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_VERSION:
 		opts->show_version = true;
 		return 0;
+	case KEY_CHECK:
+		opts->check = true;
+		return 0;
 	case KEY_BACKEND:
 		if (*opt_value(arg) == '\0')
 			return parse_fail(ctx, -EINVAL, "empty backend= path");
@@ -495,6 +500,8 @@ static int assign_paths(struct parse_ctx *ctx)
 		if (!opts->mountpoint)
 			return parse_fail(ctx, -ENOMEM, "out of memory");
 	}
+	if (opts->check)
+		return 0; /* --check judges what is there */
 	if (!opts->backend && !opts->mountpoint)
 		return parse_fail(ctx, -EINVAL,
 				  "missing backend and mountpoint (try --help)");
@@ -708,6 +715,12 @@ void opts_print_help(FILE *out, const char *progname)
 		"General options:\n"
 		"    -h, --help              print this help and exit\n"
 		"    -V, --version           print versions and exit\n"
+		"    --check                 check the configuration and clamd,\n"
+		"                            print clamd's version, exit 0 or 1\n"
+		"    --stats MOUNTPOINT [--prometheus]\n"
+		"                            print a mount's live statistics\n"
+		"    -o config=FILE          read options from an INI file\n"
+		"    -o log_level=LEVEL      error, warning, info or debug (info)\n"
 		"    -f                      stay in the foreground, log to stderr\n"
 		"    -d, -o debug            log every FUSE request (implies -f)\n"
 		"    -s                      one FUSE worker thread\n"

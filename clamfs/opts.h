@@ -26,6 +26,7 @@ struct clamfs_opts {
 	bool singlethread;
 	bool show_help;
 	bool show_version;
+	bool check; /* --check: validate, ask clamd, do not mount */
 	bool clone_fd;
 	bool default_permissions; /* on unless no_default_permissions */
 	unsigned int threads;     /* cap on FUSE worker threads */

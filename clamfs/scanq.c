@@ -188,6 +188,31 @@ out:
 	out->usec = now_usec() - start;
 }
 
+static void record_latency(struct scanq_counters *c, uint64_t usec)
+{
+	unsigned int b = 0;
+
+	while (b + 1 < SCANQ_LATENCY_BUCKETS && usec >= (1ULL << b))
+		b++;
+	c->latency_log2_us[b]++;
+}
+
+uint64_t scanq_latency_quantile(const struct scanq_counters *c, double q)
+{
+	uint64_t total = 0, seen = 0;
+
+	for (int b = 0; b < SCANQ_LATENCY_BUCKETS; b++)
+		total += c->latency_log2_us[b];
+	if (total == 0)
+		return 0;
+	for (int b = 0; b < SCANQ_LATENCY_BUCKETS; b++) {
+		seen += c->latency_log2_us[b];
+		if ((double)seen >= q * (double)total)
+			return 1ULL << b;
+	}
+	return 1ULL << (SCANQ_LATENCY_BUCKETS - 1);
+}
+
 static void *scanner_main(void *arg)
 {
 	struct scanq *q = arg;
@@ -221,6 +246,8 @@ static void *scanner_main(void *arg)
 		job->in_map = false;
 		if (outcome.res.cat == CDP_ERR_CANCELLED)
 			q->counters.cancelled++;
+		else
+			record_latency(&q->counters, outcome.usec);
 		w = job->waiters;
 		job->waiters = NULL;
 		pthread_mutex_unlock(&q->lock);

@@ -85,13 +85,21 @@ void scanq_interrupt(struct scan_waiter *w);
 /* Whether the waiter was interrupted (for done() to choose EINTR). */
 bool scanq_waiter_interrupted(const struct scan_waiter *w);
 
+#define SCANQ_LATENCY_BUCKETS 40
+
 struct scanq_counters {
 	uint64_t scans;	  /* scans sent to clamd */
 	uint64_t joined;  /* submits that joined a scan in flight */
 	uint64_t retries; /* immediate retries after a broken connection */
 	uint64_t cancelled;
 	unsigned int queued; /* waiting for a scanner thread now */
+	/* scans by duration: [i] counts those under 2^i microseconds */
+	uint64_t latency_log2_us[SCANQ_LATENCY_BUCKETS];
 };
+
+/* The duration under which fraction q (0..1) of the scans finished, in
+ * microseconds (an upper bound: a power of two); 0 when none ran. */
+uint64_t scanq_latency_quantile(const struct scanq_counters *c, double q);
 
 void scanq_counters(struct scanq *q, struct scanq_counters *out);
 

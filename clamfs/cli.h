@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The daemon's non-mounting commands: --check (configuration and clamd)
+ * and --stats (a running mount's counters, also in Prometheus format).
+ */
+#ifndef CLAMFS_CLI_H
+#define CLAMFS_CLI_H
+
+#include <stdio.h>
+
+#include "opts.h"
+
+/* Prints what it checked; returns the exit status (0 all good, 1 not). */
+int cli_check(const struct clamfs_opts *opts, FILE *out);
+
+/*
+ * clamfs --stats MOUNTPOINT [--prometheus]: argv after "--stats".
+ * Returns the exit status.
+ */
+int cli_stats(int argc, char *argv[], FILE *out);
+
+/* Turns "name=value" lines into Prometheus text format for mount. */
+void cli_stats_prometheus(const char *text, const char *mount, FILE *out);
+
+#endif
