@@ -164,10 +164,10 @@ HOOK = """#!/bin/sh
 """
 
 
-def _hook(base):
+def _hook(base, name="hook.sh"):
     out = os.path.join(base, "hookout")
     os.mkdir(out)
-    h = os.path.join(base, "hook.sh")
+    h = os.path.join(base, name)
     with open(h, "w") as f:
         f.write(HOOK.format(out=out))
     os.chmod(h, 0o755)
@@ -190,7 +190,8 @@ def _hook_runs(out):
 
 def test_infected_cmd_env(mount_clamfs, clamd):
     base = mount_clamfs.tempdir("clamfs-h")
-    h, out = _hook(base)
+    # no shell: a name a shell would split or interpret is run as is
+    h, out = _hook(base, "my hook;true &.sh")
     m = mount_scan(mount_clamfs, clamd, "infected_cmd=" + h)
     put(m.b("dir", "bad file"), clamd.eicar)
     p = subprocess.Popen(["cat", m.m("dir", "bad file")],
@@ -280,3 +281,52 @@ def test_no_scan_on_close_without_option(mount_clamfs, clamd):
     # the next read catches it
     assert try_read(m.m("up")) == ("err", "EACCES")
     assert not os.path.exists(m.b("up"))
+
+
+def test_infected_cmd_on_close_event(mount_clamfs, clamd):
+    base = mount_clamfs.tempdir("clamfs-h")
+    h, out = _hook(base)
+    m = mount_scan(mount_clamfs, clamd, "infected_cmd=" + h, "scan_on_close")
+    with open(m.m("upload"), "wb") as f:
+        f.write(clamd.eicar)
+    assert wait_for(lambda: len(_hook_runs(out)) >= 1, 10)
+    env = _hook_runs(out)[0]
+    assert (env.get("CLAMFS_EVENT"), env.get("CLAMFS_PATH"),
+            env.get("CLAMFS_ACTION")) == ("close", "upload", "deny"), env
+    # deny on close leaves the file in place; the next read is refused
+    assert os.path.exists(m.b("upload"))
+    assert try_read(m.m("upload")) == ("err", "EACCES")
+
+
+def test_infected_cmd_missing_program(mount_clamfs, clamd):
+    base = mount_clamfs.tempdir("clamfs-h")
+    m = mount_scan(mount_clamfs, clamd,
+                   "infected_cmd=" + os.path.join(base, "does-not-exist"))
+    put(m.b("x"), clamd.eicar)
+    assert try_read(m.m("x")) == ("err", "EACCES")
+    assert try_read(m.m("x")) == ("err", "EACCES")
+    assert len(wait_detections(m, 2)) == 2
+    assert stats(m.mnt)["hook_runs"] == 0
+    assert m.alive()
+
+
+def test_scan_on_close_waits_for_last_writer(mount_clamfs, clamd):
+    q = os.path.join(mount_clamfs.tempdir("clamfs-q"), "q")
+    m = mount_scan(mount_clamfs, clamd, "on_infected=quarantine",
+                   "quarantine_dir=" + q, "scan_on_close")
+    w1 = os.open(m.m("up"), os.O_WRONLY | os.O_CREAT, 0o644)
+    w2 = os.open(m.m("up"), os.O_WRONLY)
+    try:
+        os.write(w1, clamd.eicar)
+        os.close(w1)
+        w1 = None
+        time.sleep(0.5)
+        assert stats(m.mnt)["close_scans"] == 0
+        assert os.path.exists(m.b("up"))
+    finally:
+        if w1 is not None:
+            os.close(w1)
+        os.close(w2)
+    assert wait_for(lambda: not os.path.lexists(m.b("up")), 5)
+    s = stats(m.mnt)
+    assert s["close_scans"] == 1 and s["quarantined"] == 1, s

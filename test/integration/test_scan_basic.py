@@ -318,3 +318,38 @@ def test_stats_xattr(mount_clamfs, clamd):
         emit(outcome(lambda: os.getxattr(ROOT, "trusted.clamfs.stats").hex()))
         """, m.mnt)
     assert r[0] == "err", r
+
+
+def test_links_and_fdpass_needs_no_rights(mount_clamfs, clamd_factory):
+    """A clamd running as an unprivileged user: fdpass and stream scan what
+    clamfs opened (clamd needs no rights on the backend); path mode cannot
+    read the file and must fail closed (EIO), never report it clean.
+    Symlinks and hard links reach the same gate; the cache is keyed by
+    inode, so a hard link hits the verdict cached for the other name."""
+    try:
+        pwd.getpwnam("clamav")
+    except KeyError:
+        pytest.skip("no clamav user")
+    c = clamd_factory(user="clamav")
+    for mode in ("fdpass", "stream", "path"):
+        addr = c.tcp_addr if mode == "stream" else c.socket
+        m = mount_scan(mount_clamfs, addr, "scan_mode=" + mode)
+        os.chmod(m.backend, 0o700)
+        put(m.b("priv", "eicar"), c.eicar, 0o600)
+        put(m.b("priv", "clean"), CLEAN, 0o600)
+        os.chmod(m.b("priv"), 0o700)
+        if mode == "path":
+            assert try_read(m.m("priv", "clean")) == ("err", "EIO")
+            assert try_read(m.m("priv", "eicar")) == ("err", "EIO")
+            assert stats(m.mnt)["opens_error_denied"] == 2
+            continue
+        # (a new hard link changes the ctime: made before the first scan)
+        os.symlink("priv/eicar", m.b("sym"))
+        os.link(m.b("priv", "eicar"), m.b("hard"))
+        assert try_read(m.m("priv", "clean")) == ("ok", CLEAN), mode
+        assert try_read(m.m("priv", "eicar")) == ("err", "EACCES"), mode
+        s0 = stats(m.mnt)
+        assert try_read(m.m("sym")) == ("err", "EACCES")
+        assert try_read(m.m("hard")) == ("err", "EACCES")
+        d = delta(s0, stats(m.mnt), "scans", "opens_cache_hit")
+        assert d == {"scans": 0, "opens_cache_hit": 2}, (mode, d)

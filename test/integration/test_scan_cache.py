@@ -314,3 +314,58 @@ def test_cache_entries_bound(mount_clamfs, clamd):
     s0 = stats(m.mnt)
     assert try_read(m.m("f9"))[0] == "ok"
     assert delta(s0, stats(m.mnt), "opens_cache_hit")["opens_cache_hit"] == 1
+
+
+def test_simultaneous_openers_of_infected_file(mount_clamfs, clamd):
+    """20 openers of one unscanned infected file: one scan, all refused,
+    and every refused open is reported (one detection line each)."""
+    from scanutil import MARKER, ensure_marker_signature
+    ensure_marker_signature(clamd)
+    m = mount_scan(mount_clamfs, clamd)
+    put(m.b("bad"), os.urandom(2 * 1024 * 1024) + MARKER)
+    os.stat(m.m("bad"))
+    n = 20
+    barrier = threading.Barrier(n)
+    results = [None] * n
+
+    def opener(i):
+        barrier.wait()
+        try:
+            os.close(os.open(m.m("bad"), os.O_RDONLY))
+            results[i] = "opened"
+        except OSError as e:
+            results[i] = e.errno
+
+    s0 = stats(m.mnt)
+    ts = [threading.Thread(target=opener, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60 * SLOW)
+    import errno as _errno
+    assert results == [_errno.EACCES] * n
+    d = delta(s0, stats(m.mnt), "scans", "opens_denied", "infected")
+    assert d == {"scans": 1, "opens_denied": n, "infected": n}, d
+    assert len(wait_detections(m, n)) == n
+
+
+def test_one_scan_thread_one_connection(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd, "scan_threads=1",
+                   "clamd_connections=1")
+    n = 12
+    for i in range(n):
+        put(m.b(f"f{i}"), os.urandom(64 * 1024))
+    put(m.b("e"), clamd.eicar)
+    results = [None] * n
+
+    def rd(i):
+        results[i] = try_read(m.m(f"f{i}"))[0]
+
+    ts = [threading.Thread(target=rd, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    assert try_read(m.m("e")) == ("err", "EACCES")
+    for t in ts:
+        t.join(60 * SLOW)
+    assert results == ["ok"] * n
+    assert stats(m.mnt)["scans"] == n + 1
