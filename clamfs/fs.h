@@ -42,6 +42,30 @@ struct clamfs_fs {
 	struct timespec started; /* CLOCK_MONOTONIC */
 };
 
+/*
+ * Settings a SIGHUP may replace while requests run (reload.c). The old
+ * objects stay allocated until unmount, so a reader holding one is safe.
+ */
+static inline const struct policy *fs_policy(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->policy, __ATOMIC_ACQUIRE);
+}
+
+static inline struct vcache *fs_vcache(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->vcache, __ATOMIC_ACQUIRE);
+}
+
+static inline struct detect *fs_detect(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->detect, __ATOMIC_ACQUIRE);
+}
+
+static inline bool fs_scan_on_close(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->scan_on_close, __ATOMIC_RELAXED);
+}
+
 /* The request table handed to fuse_session_new (ops.c). */
 extern const struct fuse_lowlevel_ops clamfs_ops;
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 static bool log_to_syslog;
-static enum log_level log_max = LOG_LEVEL_INFO;
+static enum log_level log_max = LOG_LEVEL_INFO; /* read racily: a level */
 
 void log_init(bool to_syslog, enum log_level max_level)
 {
@@ -23,12 +23,17 @@ void log_init(bool to_syslog, enum log_level max_level)
 		openlog("clamfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
 }
 
+void log_set_level(enum log_level max_level)
+{
+	__atomic_store_n(&log_max, max_level, __ATOMIC_RELAXED);
+}
+
 static void log_vemit(enum log_level level, const char *fmt, va_list ap)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
 	char line[8192];
 
-	if (level > log_max)
+	if (level > __atomic_load_n(&log_max, __ATOMIC_RELAXED))
 		return;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	if (log_to_syslog)

@@ -18,6 +18,9 @@ enum log_level {
 /* Sets the destination; before the first call messages go to stderr. */
 void log_init(bool to_syslog, enum log_level max_level);
 
+/* Changes the level at run time (SIGHUP). */
+void log_set_level(enum log_level max_level);
+
 void log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -16,11 +16,11 @@
 
 #include "cli.h"
 #include "creds.h"
-#include "dbwatch.h"
 #include "fs.h"
 #include "log.h"
 #include "mountpoint.h"
 #include "opts.h"
+#include "runtime.h"
 
 #if !defined(__SANITIZE_ADDRESS__)
 static char crash_msg[PATH_MAX + 128];
@@ -103,132 +103,6 @@ static int check_mountpoint(const char *given, char **real)
 	return 0;
 }
 
-/* Everything the scan gate needs; one-line errors on stderr. */
-struct scan_setup {
-	struct cdp_pool *pool;
-	struct dbwatch *dbwatch;
-};
-
-static int open_quarantine(const char *dir, const char *backend)
-{
-	size_t blen = strlen(backend);
-	char *real;
-	int fd;
-
-	if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
-		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
-			strerror(errno));
-		return -1;
-	}
-	real = realpath(dir, NULL);
-	if (!real) {
-		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
-			strerror(errno));
-		return -1;
-	}
-	/* inside the backend, quarantined files would still be served */
-	if (strncmp(real, backend, blen) == 0 &&
-	    (real[blen] == '/' || real[blen] == '\0' || blen == 1)) {
-		fprintf(stderr,
-			"clamfs: quarantine_dir %s: must be outside the "
-			"backend %s\n",
-			dir, backend);
-		free(real);
-		return -1;
-	}
-	fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd == -1)
-		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
-			strerror(errno));
-	free(real);
-	return fd;
-}
-
-static int scan_start(struct clamfs_fs *fs, const struct clamfs_opts *opts,
-		      const char *mnt, struct scan_setup *setup)
-{
-	struct cdp_config cfg;
-	bool unix_socket;
-	int ret;
-
-	cdp_config_init(&cfg);
-	cfg.addr = opts->clamd;
-	cfg.max_conns = opts->clamd_connections ? opts->clamd_connections
-						: opts->scan_threads;
-	cfg.scan_timeout_ms = (int)opts->scan_timeout * 1000;
-	ret = cdp_pool_new(&cfg, &setup->pool);
-	if (ret) {
-		fprintf(stderr, "clamfs: clamd=%s: %s\n", opts->clamd,
-			ret == -EINVAL ? "not a socket path or tcp://HOST:PORT"
-				       : strerror(-ret));
-		return -1;
-	}
-	unix_socket = cdp_addr_kind(cdp_pool_addr(setup->pool)) ==
-		      CDP_ADDR_UNIX;
-	fs->scan_mode = opts->scan_mode >= 0 ? (enum scan_mode)opts->scan_mode
-			: unix_socket	     ? SCAN_MODE_FDPASS
-					     : SCAN_MODE_STREAM;
-	if (fs->scan_mode == SCAN_MODE_FDPASS && !unix_socket) {
-		fprintf(stderr, "clamfs: scan_mode=fdpass needs clamd on a "
-				"UNIX socket; use scan_mode=stream over TCP\n");
-		return -1;
-	}
-	fs->policy = &opts->policy;
-	fs->scan_on_close = opts->scan_on_close;
-	fs->quarantine_fd = -1;
-	if (opts->policy.on_infected == INFECTED_QUARANTINE) {
-		fs->quarantine_fd =
-			open_quarantine(opts->quarantine_dir, fs->backend_path);
-		if (fs->quarantine_fd < 0)
-			return -1;
-	}
-	fs->vcache = vcache_new(opts->cache_entries, opts->cache_ttl, NULL,
-				NULL);
-	fs->detect = detect_new(opts->infected_cmd, opts->infected_cmd_rate,
-				mnt, &fs->stats);
-	if (!fs->vcache || !fs->detect)
-		goto nomem;
-	return 0;
-nomem:
-	fprintf(stderr, "clamfs: out of memory\n");
-	return -1;
-}
-
-/* After fuse_daemonize(): its fork keeps only the calling thread. */
-static int scan_threads_start(struct clamfs_fs *fs,
-			      const struct clamfs_opts *opts,
-			      struct scan_setup *setup)
-{
-	struct scanq_config qcfg = {0};
-
-	qcfg.pool = setup->pool;
-	qcfg.mode = fs->scan_mode;
-	qcfg.threads = opts->scan_threads;
-	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
-	if (scanq_new(&qcfg, &fs->scanq) != 0)
-		goto nomem;
-	if (dbwatch_start(setup->pool, fs->vcache, &fs->stats,
-			  opts->version_check, &setup->dbwatch) != 0)
-		goto nomem;
-	fs->dbwatch = setup->dbwatch;
-	return 0;
-nomem:
-	log_err("cannot start scanner threads: out of memory");
-	return -1;
-}
-
-/* Threads first: they use the pool and the cache. */
-static void scan_stop(struct clamfs_fs *fs, struct scan_setup *setup)
-{
-	dbwatch_stop(setup->dbwatch);
-	scanq_free(fs->scanq);
-	cdp_pool_free(setup->pool);
-	vcache_free(fs->vcache);
-	detect_free(fs->detect);
-	if (fs->quarantine_fd >= 0)
-		close(fs->quarantine_fd);
-}
-
 static int run_loop(struct fuse_session *se, const struct clamfs_opts *opts)
 {
 	struct fuse_loop_config *cfg;
@@ -258,7 +132,7 @@ int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct clamfs_fs fs = {.quarantine_fd = -1};
-	struct scan_setup setup = {0};
+	struct runtime *rt = NULL;
 	struct fuse_session *se = NULL;
 	struct clamfs_opts opts;
 	char *backend = NULL, *mnt = NULL;
@@ -310,13 +184,14 @@ int main(int argc, char *argv[])
 	clock_gettime(CLOCK_MONOTONIC, &fs.started);
 	fs.backend_path = backend;
 	fs.backend_len = strlen(backend);
-	if (scan_start(&fs, &opts, mnt, &setup) != 0)
-		goto out_scan;
+	rt = runtime_prepare(&fs, &opts, mnt);
+	if (!rt)
+		goto out_fs;
 
 	se = fuse_session_new(&args, &clamfs_ops, sizeof(clamfs_ops), &fs);
 	if (!se)
 		goto out_scan; /* libfuse said why */
-	if (fuse_set_signal_handlers(se) != 0)
+	if (runtime_block_signals() != 0 || fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
@@ -324,8 +199,10 @@ int main(int argc, char *argv[])
 					      : (enum log_level)opts.log_level);
 	if (fuse_daemonize(opts.foreground) != 0)
 		goto out_unmount;
-	if (scan_threads_start(&fs, &opts, &setup) != 0)
+	if (runtime_start(rt, argc, argv) != 0) {
+		log_err("cannot start the scanner threads");
 		goto out_unmount;
+	}
 	install_crash_handlers(mnt);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
 		 "on_error=%s",
@@ -333,7 +210,9 @@ int main(int argc, char *argv[])
 		 infected_action_name(opts.policy.on_infected),
 		 opts.policy.on_error_allow ? "allow" : "deny");
 
-	ret = run_loop(se, &opts) == 0 ? 0 : 1;
+	/* a loop ended by SIGTERM/SIGINT returns the signal: a clean stop */
+	ret = run_loop(se, &opts);
+	ret = ret == 0 || ret == SIGTERM || ret == SIGINT ? 0 : 1;
 	log_info("unmounting %s", mnt);
 
 out_unmount:
@@ -341,9 +220,12 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
+	/* scanner threads may still reply: stop them before the session */
+	runtime_free(rt);
+	rt = NULL;
 	fuse_session_destroy(se);
 out_scan:
-	scan_stop(&fs, &setup);
+	runtime_free(rt);
 out_fs:
 	itab_destroy(fs.itab);
 out_opts:

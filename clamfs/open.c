@@ -86,7 +86,7 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 			   const char *event, const char *sig, bool cached)
 {
-	const struct policy *pol = fs->policy;
+	const struct policy *pol = fs_policy(fs);
 	char buf[PATH_MAX], dest[PATH_MAX], outcome[PATH_MAX + 64];
 	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
 	struct detection det = {
@@ -103,7 +103,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 
 	switch (pol->on_infected) {
 	case INFECTED_LOG:
-		detect_report(fs->detect, &det);
+		detect_report(fs_detect(fs), &det);
 		return 0;
 	case INFECTED_DENY:
 		break;
@@ -122,7 +122,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "quarantine_failed=\"%s\"", strerror(-ret));
 		}
 		det.outcome = outcome;
-		vcache_invalidate(fs->vcache, p->st.st_dev, p->st.st_ino);
+		vcache_invalidate(fs_vcache(fs), p->st.st_dev, p->st.st_ino);
 		break;
 	case INFECTED_DELETE:
 		ret = rel ? action_delete(inode_fd(itab_root(fs->itab)), rel,
@@ -136,10 +136,10 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "delete_failed=\"%s\"", strerror(-ret));
 			det.outcome = outcome;
 		}
-		vcache_invalidate(fs->vcache, p->st.st_dev, p->st.st_ino);
+		vcache_invalidate(fs_vcache(fs), p->st.st_dev, p->st.st_ino);
 		break;
 	}
-	detect_report(fs->detect, &det);
+	detect_report(fs_detect(fs), &det);
 	return pol->deny_errno;
 }
 
@@ -149,7 +149,7 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 {
 	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], text[CDP_TEXT_MAX + 8];
 	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
-	bool allow = fs->policy->on_error_allow;
+	bool allow = fs_policy(fs)->on_error_allow;
 
 	stats_error(&fs->stats, res->cat);
 	stats_inc(&fs->stats,
@@ -171,7 +171,7 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 	    inode_write_seq(p->inode) != o->tag)
 		return;
 	vcache_file_from_stat(&f, &p->st);
-	vcache_insert(p->fs->vcache, &f,
+	vcache_insert(fs_vcache(p->fs), &f,
 		      o->res.verdict == CDP_CLEAN ? VCACHE_CLEAN
 						  : VCACHE_INFECTED,
 		      o->res.text, o->gen);
@@ -251,11 +251,11 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 	const char *abs = NULL;
 	struct vcache_file f;
 
-	if (fs->scan_mode == SCAN_MODE_PATH)
+	if (scanq_mode(fs->scanq) == SCAN_MODE_PATH)
 		abs = fs_fd_path(fs, p->fd, true, buf, sizeof(buf));
 	vcache_file_from_stat(&f, &p->st);
 	return scanq_submit(fs->scanq, &f, p->write_seq, p->fd, abs,
-			    vcache_generation(fs->vcache), &p->w);
+			    vcache_generation(fs_vcache(fs)), &p->w);
 }
 
 /* The policy's verdict without a scan; -1 when a scan must decide. */
@@ -270,9 +270,9 @@ static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 		stats_inc(&fs->stats, STAT_EMPTY);
 		return 0;
 	}
-	if (policy_needs_path(fs->policy))
+	if (policy_needs_path(fs_policy(fs)))
 		rel = fs_fd_path(fs, fd, false, buf, sizeof(buf));
-	switch (policy_decide(fs->policy, rel, ctx->uid, ctx->gid,
+	switch (policy_decide(fs_policy(fs), rel, ctx->uid, ctx->gid,
 			      (uint64_t)st->st_size)) {
 	case POLICY_SCAN:
 		return -1;
@@ -284,7 +284,7 @@ static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 		return 0;
 	case POLICY_DENY_OVERSIZE:
 		stats_inc(&fs->stats, STAT_OVERSIZE_DENIED);
-		return fs->policy->deny_errno;
+		return fs_policy(fs)->deny_errno;
 	}
 	return -1;
 }
@@ -337,7 +337,7 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 	/* a writer through the mount makes any cached verdict untrustworthy */
 	if (inode_writers(inode) == 0) {
 		vcache_file_from_stat(&f, &st);
-		switch (vcache_lookup(fs->vcache, &f, sig, sizeof(sig))) {
+		switch (vcache_lookup(fs_vcache(fs), &f, sig, sizeof(sig))) {
 		case VCACHE_CLEAN:
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
 			free(p);
@@ -388,7 +388,7 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 	int rfd;
 
 	if (!may_write(flags) || inode_writers_add(inode, -1) != 0 ||
-	    !fs->scan_on_close || inode_type(inode) != S_IFREG)
+	    !fs_scan_on_close(fs) || inode_type(inode) != S_IFREG)
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
 	proc_fd_path(link, fd);
@@ -396,8 +396,8 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 	if (rfd == -1)
 		goto out;
 	if (fstat(rfd, &st) == -1 || st.st_size == 0 ||
-	    (fs->policy->max_scan_size &&
-	     (uint64_t)st.st_size > fs->policy->max_scan_size) ||
+	    (fs_policy(fs)->max_scan_size &&
+	     (uint64_t)st.st_size > fs_policy(fs)->max_scan_size) ||
 	    !(p = pending_new(fs, inode, rfd, &st))) {
 		close(rfd);
 		goto out;
@@ -420,5 +420,5 @@ out:
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode)
 {
 	inode_note_write(inode);
-	vcache_invalidate(fs->vcache, inode_dev(inode), inode_ino(inode));
+	vcache_invalidate(fs_vcache(fs), inode_dev(inode), inode_ino(inode));
 }

@@ -31,7 +31,7 @@ static void reply_stats(fuse_req_t req, size_t size)
 	size_t need;
 	int n;
 
-	vcache_counters(fs->vcache, &vc);
+	vcache_counters(fs_vcache(fs), &vc);
 	scanq_counters(fs->scanq, &qc);
 	dbwatch_describe(fs->dbwatch, clamd, sizeof(clamd));
 	clock_gettime(CLOCK_MONOTONIC, &now);

@@ -123,12 +123,12 @@ static bool path_is_file(const char *path, const struct vcache_file *f)
 	return same_content(&now, f);
 }
 
-static void scan_once(struct scanq *q, struct scan_job *job, int timeout_ms,
-		      struct cdp_result *res)
+static void scan_once(const struct scanq_config *cfg, struct scan_job *job,
+		      int timeout_ms, struct cdp_result *res)
 {
-	struct cdp_pool *pool = q->cfg.pool;
+	struct cdp_pool *pool = cfg->pool;
 
-	switch (q->cfg.mode) {
+	switch (cfg->mode) {
 	case SCAN_MODE_FDPASS:
 		cdp_scan_fildes(pool, job->fd, timeout_ms, job->cancel, res);
 		return;
@@ -164,7 +164,11 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		    struct scan_outcome *out)
 {
 	uint64_t start = now_usec(), spent_ms;
+	struct scanq_config cfg;
 
+	pthread_mutex_lock(&q->lock);
+	cfg = q->cfg;
+	pthread_mutex_unlock(&q->lock);
 	memset(out, 0, sizeof(*out));
 	out->gen = job->gen;
 	out->tag = job->tag;
@@ -174,15 +178,15 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		strlcpy(out->res.text, "cancelled", sizeof(out->res.text));
 		goto out;
 	}
-	scan_once(q, job, q->cfg.timeout_ms, &out->res);
+	scan_once(&cfg, job, cfg.timeout_ms, &out->res);
 	spent_ms = (now_usec() - start) / 1000;
 	/* a broken connection gets one immediate retry within the deadline */
 	if (worth_retry(&out->res) && !cdp_cancel_triggered(job->cancel) &&
-	    spent_ms + 1 < (uint64_t)q->cfg.timeout_ms) {
+	    spent_ms + 1 < (uint64_t)cfg.timeout_ms) {
 		pthread_mutex_lock(&q->lock);
 		q->counters.retries++;
 		pthread_mutex_unlock(&q->lock);
-		scan_once(q, job, q->cfg.timeout_ms - (int)spent_ms, &out->res);
+		scan_once(&cfg, job, cfg.timeout_ms - (int)spent_ms, &out->res);
 	}
 out:
 	out->usec = now_usec() - start;
@@ -373,6 +377,26 @@ void scanq_interrupt(struct scan_waiter *w)
 	job = atomic_load(&w->job);
 	if (job)
 		withdraw(w, job);
+}
+
+void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
+		       enum scan_mode mode, int timeout_ms)
+{
+	pthread_mutex_lock(&q->lock);
+	q->cfg.pool = pool;
+	q->cfg.mode = mode;
+	q->cfg.timeout_ms = timeout_ms;
+	pthread_mutex_unlock(&q->lock);
+}
+
+enum scan_mode scanq_mode(struct scanq *q)
+{
+	enum scan_mode mode;
+
+	pthread_mutex_lock(&q->lock);
+	mode = q->cfg.mode;
+	pthread_mutex_unlock(&q->lock);
+	return mode;
 }
 
 bool scanq_waiter_interrupted(const struct scan_waiter *w)

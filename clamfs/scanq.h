@@ -56,6 +56,16 @@ struct scanq;
 /* Starts the scanner threads. 0 or negative errno. */
 int scanq_new(const struct scanq_config *cfg, struct scanq **out);
 
+/*
+ * Replaces pool, mode and timeout for scans that start from now on
+ * (SIGHUP). Scans under way finish with the old ones; the caller keeps the
+ * old pool alive until scanq_free.
+ */
+void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
+		       enum scan_mode mode, int timeout_ms);
+
+enum scan_mode scanq_mode(struct scanq *q);
+
 /* Stops the threads; queued scans end as cancelled. */
 void scanq_free(struct scanq *q);
 

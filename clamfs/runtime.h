@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The scanning runtime of a mount: clamd connection pool, scan queue,
+ * verdict cache, detection reporter and database watch, built from the
+ * options; and the signal thread that changes it live: SIGHUP re-reads
+ * the configuration and applies what needs no remount, SIGUSR1 drops the
+ * verdict cache.
+ */
+#ifndef CLAMFS_RUNTIME_H
+#define CLAMFS_RUNTIME_H
+
+#include "fs.h"
+#include "opts.h"
+
+struct runtime;
+
+/*
+ * Validates and builds everything that needs no thread (before mounting
+ * and daemonizing). opts must stay valid until runtime_free. One-line
+ * errors on stderr; returns NULL on failure.
+ */
+struct runtime *runtime_prepare(struct clamfs_fs *fs,
+				const struct clamfs_opts *opts,
+				const char *mountpoint);
+
+/*
+ * Blocks SIGHUP and SIGUSR1 in the calling thread, so that every thread
+ * created after it inherits the mask and only the signal thread takes
+ * them. Call before libfuse installs its handlers.
+ */
+int runtime_block_signals(void);
+
+/*
+ * Starts the scanner threads, the database watch and the signal thread,
+ * after fuse_daemonize (its fork keeps only the calling thread). argv is
+ * what SIGHUP re-parses. 0 or negative errno.
+ */
+int runtime_start(struct runtime *rt, int argc, char *argv[]);
+
+/* Stops every thread and frees all, old generations included. */
+void runtime_free(struct runtime *rt);
+
+/* SIGHUP's work, callable directly (tests of the logic use signals). */
+void runtime_reload(struct runtime *rt);
+
+#endif
