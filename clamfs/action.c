@@ -74,7 +74,8 @@ static int same_file_at(int dirfd, const char *name, dev_t dev, ino_t ino)
 	return 0;
 }
 
-int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino)
+int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
+		  struct stat *parent)
 {
 	char buf[PATH_MAX];
 	const char *base;
@@ -86,6 +87,8 @@ int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino)
 		return dirfd;
 	ret = same_file_at(dirfd, base, dev, ino);
 	if (ret == 0 && unlinkat(dirfd, base, 0) == -1)
+		ret = -errno;
+	if (ret == 0 && parent && fstat(dirfd, parent) == -1)
 		ret = -errno;
 	close(dirfd);
 	return ret;
@@ -145,7 +148,8 @@ static int move_across(int dirfd, const char *base, dev_t dev, ino_t ino,
 }
 
 int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
-		      ino_t ino, int qdir_fd, char *dest, size_t destlen)
+		      ino_t ino, int qdir_fd, char *dest, size_t destlen,
+		      struct stat *parent)
 {
 	char src_buf[PATH_MAX], dst_buf[PATH_MAX], stamp[32], name[NAME_MAX + 1];
 	const char *base, *qbase;
@@ -197,6 +201,8 @@ int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
 		if (ret != -EEXIST)
 			break;
 	}
+	if (ret == 0 && parent && fstat(dirfd, parent) == -1)
+		memset(parent, 0, sizeof(*parent));
 	if (ret == 0) {
 		const char *last = strrchr(relpath, '/');
 

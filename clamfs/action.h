@@ -21,9 +21,15 @@
  * (-ESTALE: the name no longer refers to the scanned file).
  */
 int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
-		      ino_t ino, int qdir_fd, char *dest, size_t destlen);
+		      ino_t ino, int qdir_fd, char *dest, size_t destlen,
+		      struct stat *parent);
 
-/* Unlinks relpath if it still refers to dev/ino. 0 or negative errno. */
-int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino);
+/*
+ * Unlinks relpath if it still refers to dev/ino. 0 or negative errno.
+ * Both actions fill *parent (when not NULL) with the stat of the
+ * directory the name was removed from, so the caller can tell the kernel.
+ */
+int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
+		  struct stat *parent);
 
 #endif

@@ -7,6 +7,7 @@
 #include "creds.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
@@ -94,4 +95,36 @@ int creds_set_umask(mode_t mask)
 	}
 	umask(mask & 07777);
 	return 0;
+}
+
+int creds_access(int fd, int mode, const struct creds *who)
+{
+	int ret = 0;
+
+	if (!creds_need_switch(who->uid, who->gid)) {
+		if (syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH) == -1)
+			return -errno;
+		return 0;
+	}
+	/*
+	 * Only groups and real ids change, never the fsuid: setresuid()
+	 * resets the fsuid to the euid without giving back the capabilities
+	 * a switched fsuid dropped, which would leave this worker thread
+	 * without CAP_DAC_OVERRIDE for good.
+	 */
+	if (who->ngroups >= 0) {
+		ret = thread_setgroups(who->ngroups, who->groups);
+		if (ret)
+			return ret;
+	}
+	/* raw syscalls: glibc's wrappers would change every thread */
+	if (syscall(SYS_setresgid, who->gid, (gid_t)-1, (gid_t)-1) == -1 ||
+	    syscall(SYS_setresuid, who->uid, (uid_t)-1, (uid_t)-1) == -1)
+		ret = -errno;
+	else if (syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH) == -1)
+		ret = -errno;
+	syscall(SYS_setresuid, daemon_uid, (uid_t)-1, (uid_t)-1);
+	syscall(SYS_setresgid, daemon_gid, (gid_t)-1, (gid_t)-1);
+	thread_setgroups(daemon_ngroups, daemon_groups);
+	return ret;
 }

@@ -35,6 +35,15 @@ int creds_assume(const struct creds *who);
 void creds_restore(void);
 
 /*
+ * access(2) of the object open at fd (any fd, O_PATH included) as *who,
+ * with the backend's full rules (ACLs too): faccessat judges by the real
+ * ids, so the thread's real uid/gid are switched for the call only.
+ * mode is R_OK|W_OK|X_OK or F_OK. 0 or negative errno. Call with the
+ * daemon's identity (not between creds_assume and creds_restore).
+ */
+int creds_access(int fd, int mode, const struct creds *who);
+
+/*
  * Sets the umask for this thread only, for a create-type request: the
  * backend applies it exactly when it would for a native caller (not when
  * the parent directory has a default ACL).

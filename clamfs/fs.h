@@ -21,6 +21,7 @@
 #include "vcache.h"
 
 struct clamfs_fs {
+	struct fuse_session *se; /* for kernel cache notifications */
 	struct inode_table *itab;
 	double attr_timeout;
 	double entry_timeout;
@@ -106,6 +107,12 @@ struct req_identity {
 	gid_t small_groups[64];
 	gid_t *groups; /* small_groups, or heap when the caller has more */
 };
+
+/*
+ * Whether the requester may access the inode in mode (R_OK, W_OK, X_OK),
+ * by the backend's rules. 0 or negative errno.
+ */
+int req_check_access(fuse_req_t req, struct inode *inode, int mode);
 
 /* Switches the calling thread to the requester; 0 or negative errno. */
 int req_identity_enter(fuse_req_t req, struct req_identity *id);

@@ -178,7 +178,12 @@ int main(int argc, char *argv[])
 		goto out_fs;
 	}
 	fs.attr_timeout = opts.attr_timeout;
-	fs.entry_timeout = opts.entry_timeout;
+	/*
+	 * Without default_permissions only the backend checks rights, and
+	 * it sees a lookup only when the kernel revalidates the name: a
+	 * cached name would let a user past a directory they cannot search.
+	 */
+	fs.entry_timeout = opts.default_permissions ? opts.entry_timeout : 0;
 	fs.negative_timeout = opts.negative_timeout;
 	fs.default_permissions = opts.default_permissions;
 	clock_gettime(CLOCK_MONOTONIC, &fs.started);
@@ -191,6 +196,7 @@ int main(int argc, char *argv[])
 	se = fuse_session_new(&args, &clamfs_ops, sizeof(clamfs_ops), &fs);
 	if (!se)
 		goto out_scan; /* libfuse said why */
+	fs.se = se;
 	if (runtime_block_signals() != 0 || fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)

@@ -30,6 +30,8 @@ struct pending {
 	int fd;
 	struct stat st;
 	uint64_t write_seq;
+	struct stat removed_from; /* parent dir of a quarantined/deleted name */
+	char removed_name[NAME_MAX + 1];
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
@@ -82,6 +84,37 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 	}
 }
 
+/*
+ * The name a quarantine or delete removed is still in the kernel's dentry
+ * cache for entry_timeout: a write through it would land in the removed
+ * file. Called after the reply: a create holds the directory lock until
+ * then, and the notification takes it.
+ */
+static void forget_removed_name(struct clamfs_fs *fs, struct pending *p)
+{
+	struct inode *parent;
+	fuse_ino_t nodeid;
+
+	if (!p->removed_name[0])
+		return;
+	parent = itab_find_ref(fs->itab, p->removed_from.st_dev,
+			       p->removed_from.st_ino);
+	if (!parent)
+		return; /* the kernel does not know the directory: no entry */
+	nodeid = inode_nodeid(fs, parent);
+	fuse_lowlevel_notify_inval_entry(fs->se, nodeid, p->removed_name,
+					 strlen(p->removed_name));
+	itab_forget(fs->itab, parent, 1);
+}
+
+static void note_removed(struct pending *p, const char *rel)
+{
+	const char *base = strrchr(rel, '/');
+
+	strlcpy(p->removed_name, base ? base + 1 : rel,
+		sizeof(p->removed_name));
+}
+
 /* Carries out the on_infected action; returns the errno to refuse with. */
 static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 			   const char *event, const char *sig, bool cached)
@@ -111,9 +144,10 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 		ret = rel ? action_quarantine(inode_fd(itab_root(fs->itab)), rel,
 					      p->st.st_dev, p->st.st_ino,
 					      fs->quarantine_fd, dest,
-					      sizeof(dest))
+					      sizeof(dest), &p->removed_from)
 			  : -ENOENT;
 		if (ret == 0) {
+			note_removed(p, rel);
 			snprintf(outcome, sizeof(outcome), "quarantined_as=%s",
 				 dest);
 			stats_inc(&fs->stats, STAT_QUARANTINED);
@@ -126,9 +160,11 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 		break;
 	case INFECTED_DELETE:
 		ret = rel ? action_delete(inode_fd(itab_root(fs->itab)), rel,
-					  p->st.st_dev, p->st.st_ino)
+					  p->st.st_dev, p->st.st_ino,
+					  &p->removed_from)
 			  : -ENOENT;
 		if (ret == 0) {
+			note_removed(p, rel);
 			det.outcome = "deleted=yes";
 			stats_inc(&fs->stats, STAT_DELETED);
 		} else {
@@ -179,8 +215,10 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 
 static void close_scanned(struct pending *p, const struct scan_outcome *o)
 {
-	if (o->res.verdict == CDP_INFECTED)
+	if (o->res.verdict == CDP_INFECTED) {
 		act_on_infected(p->fs, p, "close", o->res.text, false);
+		forget_removed_name(p->fs, p);
+	}
 	else if (o->res.verdict == CDP_ERROR)
 		allow_after_error(p->fs, p, &o->res);
 	close(p->fd);
@@ -216,6 +254,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		if (err != EINTR && o->res.verdict == CDP_INFECTED)
 			stats_inc(&fs->stats, STAT_DENIED);
 		reply_refused(p->req, fs, p->fd, created, err);
+		forget_removed_name(fs, p);
 	} else {
 		reply_allowed(p->req, fs, p->inode, p->fd, &p->fi, &p->st,
 			      created);
@@ -346,14 +385,15 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 		case VCACHE_INFECTED:
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
 			ret = act_on_infected(fs, p, "open", sig, true);
-			free(p);
 			if (ret) {
 				stats_inc(&fs->stats, STAT_DENIED);
 				reply_refused(req, fs, fd, created, ret);
+				forget_removed_name(fs, p);
 			} else {
 				reply_allowed(req, fs, inode, fd, fi, &st,
 					      created);
 			}
+			free(p);
 			return;
 		case VCACHE_MISS:
 			break;

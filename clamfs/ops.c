@@ -57,6 +57,7 @@ const struct fuse_lowlevel_ops clamfs_ops = {
 	.getattr = op_getattr,
 	.setattr = op_setattr,
 	.readlink = op_readlink,
+	.access = op_access,
 	.mknod = op_mknod,
 	.mkdir = op_mkdir,
 	.symlink = op_symlink,

@@ -21,6 +21,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		struct fuse_file_info *fi);
 void op_readlink(fuse_req_t req, fuse_ino_t ino);
+void op_access(fuse_req_t req, fuse_ino_t ino, int mask);
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	      mode_t mode, dev_t rdev);
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,

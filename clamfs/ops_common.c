@@ -73,6 +73,25 @@ static int identity_enter(fuse_req_t req, struct req_identity *id,
 	return 0;
 }
 
+int req_check_access(fuse_req_t req, struct inode *inode, int mode)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct creds who = {.uid = ctx->uid, .gid = ctx->gid};
+	struct req_identity id = {0};
+	int ret;
+
+	id.groups = NULL;
+	if (creds_need_switch(ctx->uid, ctx->gid)) {
+		ret = identity_fetch_groups(req, &id);
+		who.ngroups = ret < 0 ? 0 : ret;
+		who.groups = id.groups;
+	}
+	ret = creds_access(inode_fd(inode), mode, &who);
+	if (id.groups && id.groups != id.small_groups)
+		free(id.groups);
+	return ret;
+}
+
 int req_identity_enter(fuse_req_t req, struct req_identity *id)
 {
 	return identity_enter(req, id, false);

@@ -133,6 +133,33 @@ static int setattr_apply(struct clamfs_fs *fs, struct inode *inode,
 	return 0;
 }
 
+/*
+ * Without HANDLE_KILLPRIV the kernel clears setuid/setgid bits after a
+ * write by sending a chmod as the writer, who may not own the file: a
+ * chmod that only drops those bits, by a caller allowed to write, is what
+ * the kernel itself does natively. Returns 1 when it was done here.
+ */
+static int kill_suid_for_writer(fuse_req_t req, struct inode *inode,
+				const struct stat *attr, int to_set)
+{
+	const mode_t priv = S_ISUID | S_ISGID;
+	char path[PROC_FD_PATH_MAX];
+	struct stat st;
+
+	if (!(to_set & FUSE_SET_ATTR_MODE) ||
+	    fstatat(inode_fd(inode), "", &st,
+		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+		return 0;
+	if ((attr->st_mode & ~priv & 07777) != (st.st_mode & ~priv & 07777) ||
+	    (attr->st_mode & priv & ~st.st_mode) ||
+	    (attr->st_mode & priv) == (st.st_mode & priv) ||
+	    st.st_uid == fuse_req_ctx(req)->uid ||
+	    req_check_access(req, inode, W_OK) != 0)
+		return 0;
+	proc_fd_path(path, inode_fd(inode));
+	return chmod(path, attr->st_mode & 07777) == 0 ? 1 : 0;
+}
+
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		struct fuse_file_info *fi)
 {
@@ -141,6 +168,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	struct stat st;
 	int ret;
 
+	if (kill_suid_for_writer(req, inode, attr, to_set) == 1)
+		to_set &= ~FUSE_SET_ATTR_MODE;
 	ret = req_identity_enter(req, &id);
 	if (ret)
 		goto out;
@@ -156,6 +185,11 @@ out:
 		fuse_reply_err(req, -ret);
 	else
 		fuse_reply_attr(req, &st, req_fs(req)->attr_timeout);
+}
+
+void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	fuse_reply_err(req, -req_check_access(req, req_inode(req, ino), mask));
 }
 
 void op_readlink(fuse_req_t req, fuse_ino_t ino)

@@ -14,8 +14,19 @@
 #include "open.h"
 #include "ops.h"
 
-/* Flags the kernel may pass that must not reach the backend open. */
-#define OPEN_FLAGS_DROP (O_NOFOLLOW | O_CREAT | O_EXCL | O_NOCTTY)
+/*
+ * The kernel's __FMODE_EXEC: the open is an execve, which needs execute
+ * permission, not read permission.
+ */
+#define OPEN_FLAG_EXEC 040
+
+/*
+ * Flags the kernel may pass that must not reach the backend open.
+ * O_DIRECT stays with the kernel: libfuse's request buffers are not
+ * aligned for the backend, and the kernel already bypasses its own cache.
+ */
+#define OPEN_FLAGS_DROP                                                        \
+	(O_NOFOLLOW | O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT | OPEN_FLAG_EXEC)
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -33,6 +44,19 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fd = open(path, (fi->flags & ~OPEN_FLAGS_DROP) | O_CLOEXEC);
 	ret = fd == -1 ? -errno : 0;
 	req_identity_leave(&id);
+	/*
+	 * An execute-only program (mode 0711) is run natively without read
+	 * permission; the daemon reads it on the caller's behalf once the
+	 * caller's execute right is established (by the kernel already
+	 * under default_permissions).
+	 */
+	if (ret == -EACCES && (fi->flags & OPEN_FLAG_EXEC) &&
+	    (fi->flags & O_ACCMODE) == O_RDONLY &&
+	    (req_fs(req)->default_permissions ||
+	     req_check_access(req, inode, X_OK) == 0)) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		ret = fd == -1 ? -errno : 0;
+	}
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -54,8 +78,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	}
 	fd = openat(inode_fd(req_inode(req, parent)), name,
-		    (fi->flags & ~(O_NOFOLLOW | O_NOCTTY)) | O_CREAT |
-			    O_CLOEXEC,
+		    (fi->flags & ~(O_NOFOLLOW | O_NOCTTY | O_DIRECT)) |
+			    O_CREAT | O_CLOEXEC,
 		    mode);
 	if (fd == -1)
 		ret = -errno;

@@ -128,12 +128,32 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	free(buf);
 }
 
+/*
+ * Drops trusted.* names: the kernel hides them from callers without
+ * CAP_SYS_ADMIN, but the worker thread listing them still has it.
+ */
+static size_t drop_trusted(char *names, size_t len)
+{
+	size_t in = 0, out = 0;
+
+	while (in < len) {
+		size_t n = strnlen(names + in, len - in) + 1;
+
+		if (strncmp(names + in, "trusted.", 8) != 0) {
+			memmove(names + out, names + in, n);
+			out += n;
+		}
+		in += n;
+	}
+	return out;
+}
+
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	char path[PROC_FD_PATH_MAX], *buf = NULL;
 	struct req_identity id;
-	ssize_t n = -1;
-	int ret, err;
+	ssize_t n;
+	int ret;
 
 	if (inode_type(req_inode(req, ino)) == S_IFLNK) {
 		/* no names rather than an error: ls -l and cp -a go on */
@@ -148,14 +168,34 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	if (size && !(buf = malloc(size))) {
-		err = ENOMEM;
-	} else {
-		n = listxattr(path, buf, size);
-		err = errno;
+	/* the whole list, even for a size query: filtering changes it */
+	for (;;) {
+		n = listxattr(path, NULL, 0);
+		if (n <= 0)
+			break;
+		free(buf);
+		buf = malloc((size_t)n);
+		if (!buf) {
+			n = -1;
+			errno = ENOMEM;
+			break;
+		}
+		n = listxattr(path, buf, (size_t)n);
+		if (n >= 0 || errno != ERANGE)
+			break; /* ERANGE: it grew meanwhile, ask again */
 	}
+	ret = n < 0 ? -errno : 0;
+	if (n > 0 && id.switched)
+		n = (ssize_t)drop_trusted(buf, (size_t)n);
 	req_identity_leave(&id);
-	reply_xattr_value(req, size, n, err, buf);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);
 }
 

@@ -148,10 +148,14 @@ void vcache_file_from_stat(struct vcache_file *f, const struct stat *st)
 	f->dev = st->st_dev;
 	f->ino = st->st_ino;
 	f->size = st->st_size;
-	f->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 +
-		      st->st_mtim.tv_nsec;
-	f->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 +
-		      st->st_ctim.tv_nsec;
+	/*
+	 * Unsigned arithmetic wraps where a far-future time would overflow;
+	 * stamps then only collide for times 584 years apart.
+	 */
+	f->mtime_ns = (int64_t)((uint64_t)st->st_mtim.tv_sec * 1000000000u +
+				(uint64_t)st->st_mtim.tv_nsec);
+	f->ctime_ns = (int64_t)((uint64_t)st->st_ctim.tv_sec * 1000000000u +
+				(uint64_t)st->st_ctim.tv_nsec);
 }
 
 static struct vshard *shard_of(struct vcache *vc, uint64_t h)

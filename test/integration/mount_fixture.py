@@ -376,3 +376,13 @@ def tw(fs):
     """A Twin (see fsutil) on a fresh mount; checked again at the end."""
     from fsutil import Twin
     return Twin(fs)
+
+
+@pytest.fixture
+def session_clamd_opts(clamd, monkeypatch):
+    """Points every mount of the test at the session's private clamd
+    (through CLAMFS_TEST_OPTS, ahead of the test's own options, which win):
+    the mirror tests then run with scanning on, as clamfs is deployed."""
+    cur = os.environ.get("CLAMFS_TEST_OPTS", "")
+    monkeypatch.setenv("CLAMFS_TEST_OPTS",
+                       ",".join(o for o in ("clamd=" + clamd.socket, cur) if o))

@@ -17,6 +17,9 @@ from fsutil import PYTHON, SLOW, UID_A, GID_A, outcome, run_as
 from mount_fixture import (clamfs_bin, extra_test_opts, find_daemon_pids,
                            fuse_mounts_at, make_tree_dir)
 
+# Mirror tests run with scanning on, against the private clamd.
+pytestmark = pytest.mark.usefixtures("session_clamd_opts")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

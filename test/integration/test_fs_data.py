@@ -15,6 +15,9 @@ import pytest
 
 from fsutil import PYTHON, SLOW, lstat_dict, outcome, run_py
 
+# Mirror tests run with scanning on, against the private clamd.
+pytestmark = pytest.mark.usefixtures("session_clamd_opts")
+
 SIZES = [0, 1, 4095, 4096, 4097, 65536, 128 * 1024 + 1, 3 * 1024 * 1024]
 
 

@@ -10,6 +10,9 @@ import pytest
 
 from fsutil import outcome
 
+# Mirror tests run with scanning on, against the private clamd.
+pytestmark = pytest.mark.usefixtures("session_clamd_opts")
+
 DEPTH = 300
 NAMES = [f"level-{i:04d}-".ljust(20, "x") for i in range(DEPTH)]
 assert all(len(n) == 20 for n in NAMES)

@@ -20,6 +20,9 @@ from fsutil import (Approx, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
                     getxattr_buf, getxattr_size, listxattr_buf, listxattr_size,
                     lstat_dict, outcome, renameat2, run_py, utimensat)
 
+# Mirror tests run with scanning on, against the private clamd.
+pytestmark = pytest.mark.usefixtures("session_clamd_opts")
+
 
 def J(root, *p):
     return os.path.join(root, *p)

@@ -82,7 +82,7 @@ static void read_file(int dirfd, const char *name, char *buf, size_t len)
 static void quarantine_keeps_path(const char *qbase)
 {
 	char dest[PATH_MAX], dest2[PATH_MAX], buf[64];
-	struct stat st, st2;
+	struct stat st, st2, parent, sub;
 	struct dirs d;
 
 	assert_int_equal(make_dirs(&d, qbase), 0);
@@ -91,8 +91,11 @@ static void quarantine_keeps_path(const char *qbase)
 	write_file(d.bfd, "up/sub/bad.exe", "first", &st);
 	assert_int_equal(action_quarantine(d.bfd, "up/sub/bad.exe", st.st_dev,
 					   st.st_ino, d.qfd, dest,
-					   sizeof(dest)),
+					   sizeof(dest), &parent),
 			 0);
+	/* the directory the name left, for the kernel's dentry cache */
+	assert_int_equal(fstatat(d.bfd, "up/sub", &sub, 0), 0);
+	assert_int_equal(parent.st_ino, sub.st_ino);
 	assert_int_equal(strncmp(dest, "up/sub/bad.exe.", 15), 0);
 	assert_int_equal(faccessat(d.bfd, "up/sub/bad.exe", F_OK, 0), -1);
 	read_file(d.qfd, dest, buf, sizeof(buf));
@@ -102,7 +105,7 @@ static void quarantine_keeps_path(const char *qbase)
 	write_file(d.bfd, "up/sub/bad.exe", "second", &st2);
 	assert_int_equal(action_quarantine(d.bfd, "up/sub/bad.exe",
 					   st2.st_dev, st2.st_ino, d.qfd,
-					   dest2, sizeof(dest2)),
+					   dest2, sizeof(dest2), NULL),
 			 0);
 	assert_string_not_equal(dest, dest2);
 	read_file(d.qfd, dest, buf, sizeof(buf));
@@ -141,9 +144,9 @@ static void test_refuses_swapped_file_and_symlinks(void **state)
 	assert_int_equal(renameat(d.bfd, "other", d.bfd, "scanned"), 0);
 	assert_int_equal(action_quarantine(d.bfd, "scanned", st.st_dev,
 					   st.st_ino, d.qfd, dest,
-					   sizeof(dest)),
+					   sizeof(dest), NULL),
 			 -ESTALE);
-	assert_int_equal(action_delete(d.bfd, "scanned", st.st_dev, st.st_ino),
+	assert_int_equal(action_delete(d.bfd, "scanned", st.st_dev, st.st_ino, NULL),
 			 -ESTALE);
 	assert_int_equal(faccessat(d.bfd, "scanned", F_OK, 0), 0);
 
@@ -151,12 +154,12 @@ static void test_refuses_swapped_file_and_symlinks(void **state)
 	assert_int_equal(mkdirat(d.bfd, "real", 0755), 0);
 	write_file(d.bfd, "real/f", "z", &st);
 	assert_int_equal(symlinkat("real", d.bfd, "link"), 0);
-	assert_int_equal(action_delete(d.bfd, "link/f", st.st_dev, st.st_ino),
+	assert_int_equal(action_delete(d.bfd, "link/f", st.st_dev, st.st_ino, NULL),
 			 -ENOTDIR);
-	assert_int_equal(action_delete(d.bfd, "../x", st.st_dev, st.st_ino),
+	assert_int_equal(action_delete(d.bfd, "../x", st.st_dev, st.st_ino, NULL),
 			 -EINVAL);
 	assert_int_equal(faccessat(d.bfd, "real/f", F_OK, 0), 0);
-	assert_int_equal(action_delete(d.bfd, "real/f", st.st_dev, st.st_ino),
+	assert_int_equal(action_delete(d.bfd, "real/f", st.st_dev, st.st_ino, NULL),
 			 0);
 	assert_int_equal(faccessat(d.bfd, "real/f", F_OK, 0), -1);
 	free_dirs(&d);
