@@ -29,6 +29,7 @@ static const struct {
 	{"clamd", "clamd"},
 	{"clamd_connections", "clamd"},
 	{"version_check", "clamd"},
+	{"clamd_wait", "clamd"},
 	{"scan_mode", "scan"},
 	{"scan_timeout", "scan"},
 	{"scan_threads", "scan"},

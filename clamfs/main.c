@@ -19,6 +19,7 @@
 #include "fs.h"
 #include "log.h"
 #include "mountpoint.h"
+#include "notify.h"
 #include "opts.h"
 #include "runtime.h"
 
@@ -199,6 +200,8 @@ int main(int argc, char *argv[])
 	fs.se = se;
 	if (runtime_block_signals() != 0 || fuse_set_signal_handlers(se) != 0)
 		goto out_session;
+	if (opts.clamd_wait)
+		runtime_wait_clamd(rt, opts.clamd_wait);
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
 	log_init(!opts.foreground, opts.debug ? LOG_LEVEL_DEBUG
@@ -209,6 +212,7 @@ int main(int argc, char *argv[])
 		log_err("cannot start the scanner threads");
 		goto out_unmount;
 	}
+	notify_ready("mounted");
 	install_crash_handlers(mnt);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
 		 "on_error=%s",
@@ -219,6 +223,7 @@ int main(int argc, char *argv[])
 	/* a loop ended by SIGTERM/SIGINT returns the signal: a clean stop */
 	ret = run_loop(se, &opts);
 	ret = ret == 0 || ret == SIGTERM || ret == SIGINT ? 0 : 1;
+	notify_stopping();
 	log_info("unmounting %s", mnt);
 
 out_unmount:

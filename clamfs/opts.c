@@ -53,6 +53,7 @@ enum opt_key {
 	KEY_LOG_LEVEL,
 	KEY_MOUNT_OPTIONS,
 	KEY_MOUNTPOINT,
+	KEY_CLAMD_WAIT,
 };
 
 static const struct fuse_opt opt_spec[] = {
@@ -101,6 +102,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("log_level=", KEY_LOG_LEVEL),
 	FUSE_OPT_KEY("options=", KEY_MOUNT_OPTIONS),
 	FUSE_OPT_KEY("mountpoint=", KEY_MOUNTPOINT),
+	FUSE_OPT_KEY("clamd_wait=", KEY_CLAMD_WAIT),
 	FUSE_OPT_END,
 };
 
@@ -282,6 +284,8 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 		return parse_uint(ctx, arg, 0, 30 * 86400, &opts->cache_ttl);
 	case KEY_VERSION_CHECK:
 		return parse_uint(ctx, arg, 0, 86400, &opts->version_check);
+	case KEY_CLAMD_WAIT:
+		return parse_uint(ctx, arg, 0, 3600, &opts->clamd_wait);
 	case KEY_SCAN_ON_CLOSE:
 		return parse_flag(ctx, arg, &opts->scan_on_close);
 	case KEY_ON_ERROR:
@@ -758,6 +762,7 @@ void opts_print_help(FILE *out, const char *progname)
 		"    -o cache_entries=N      verdict cache size (100000)\n"
 		"    -o cache_ttl=SEC        verdict lifetime; 0: no cache (3600)\n"
 		"    -o version_check=SEC    clamd database check interval (60)\n"
+		"    -o clamd_wait=SEC       wait this long at start for clamd (0)\n"
 		"\n",
 		progname, progname, OPTS_DEFAULT_THREADS, OPTS_DEFAULT_CLAMD);
 }

@@ -43,6 +43,7 @@ struct clamfs_opts {
 	unsigned long cache_entries;
 	unsigned int cache_ttl;	    /* seconds; 0 turns the cache off */
 	unsigned int version_check; /* seconds between VERSION; 0: never */
+	unsigned int clamd_wait;    /* seconds to wait for clamd at start */
 	bool scan_on_close;
 	char *quarantine_dir;
 	char *infected_cmd;

@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dbwatch.h"
 #include "log.h"
+#include "notify.h"
 
 #define RUNTIME_MAX_GENERATIONS 64
 
@@ -190,6 +192,34 @@ int runtime_block_signals(void)
 	return 0;
 }
 
+int runtime_wait_clamd(struct runtime *rt, unsigned int seconds)
+{
+	struct timespec start, now;
+	struct cdp_result res;
+	bool said = false;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		if (cdp_ping(current(rt)->pool, &res) == 0) {
+			if (said)
+				log_info("clamd answers; going ahead");
+			return 0;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - start.tv_sec >= (time_t)seconds) {
+			log_warn("clamd still not answering after %u s (%s): "
+				 "mounting; opens fail until it answers",
+				 seconds, res.text);
+			return -ETIMEDOUT;
+		}
+		if (!said)
+			log_info("waiting up to %u s for clamd: %s", seconds,
+				 res.text);
+		said = true;
+		sleep(1);
+	}
+}
+
 static void drop_cache(struct runtime *rt)
 {
 	vcache_clear(fs_vcache(rt->fs));
@@ -213,10 +243,13 @@ static void *signal_main(void *arg)
 			continue;
 		if (sig == SIGQUIT)
 			return NULL;
-		if (sig == SIGUSR1)
+		if (sig == SIGUSR1) {
 			drop_cache(rt);
-		else
+		} else {
+			notify_reloading();
 			runtime_reload(rt);
+			notify_ready("configuration reloaded");
+		}
 	}
 }
 
