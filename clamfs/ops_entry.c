@@ -230,52 +230,54 @@ static void finish_new_entry(fuse_req_t req, fuse_ino_t parent,
 		fuse_reply_entry(req, &e);
 }
 
-void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode, dev_t rdev)
+enum node_kind { NODE_MKNOD, NODE_MKDIR, NODE_SYMLINK };
+
+/* Creates a node as the requester (with its umask) and replies. */
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      enum node_kind kind, mode_t mode, dev_t rdev,
+		      const char *target)
 {
+	int dirfd = inode_fd(req_inode(req, parent));
 	struct req_identity id;
 	int ret;
 
-	ret = req_identity_enter_umask(req, &id);
+	/* a symlink's mode is fixed: the umask does not apply */
+	ret = kind == NODE_SYMLINK ? req_identity_enter(req, &id)
+				   : req_identity_enter_umask(req, &id);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	if (mknodat(inode_fd(req_inode(req, parent)), name, mode, rdev) == -1)
-		ret = -errno;
-	finish_new_entry(req, parent, name, ret, &id);
+	switch (kind) {
+	case NODE_MKNOD:
+		ret = mknodat(dirfd, name, mode, rdev);
+		break;
+	case NODE_MKDIR:
+		ret = mkdirat(dirfd, name, mode);
+		break;
+	case NODE_SYMLINK:
+		ret = symlinkat(target, dirfd, name);
+		break;
+	}
+	finish_new_entry(req, parent, name, ret == -1 ? -errno : 0, &id);
+}
+
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode, dev_t rdev)
+{
+	make_node(req, parent, name, NODE_MKNOD, mode, rdev, NULL);
 }
 
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	      mode_t mode)
 {
-	struct req_identity id;
-	int ret;
-
-	ret = req_identity_enter_umask(req, &id);
-	if (ret) {
-		fuse_reply_err(req, -ret);
-		return;
-	}
-	if (mkdirat(inode_fd(req_inode(req, parent)), name, mode) == -1)
-		ret = -errno;
-	finish_new_entry(req, parent, name, ret, &id);
+	make_node(req, parent, name, NODE_MKDIR, mode, 0, NULL);
 }
 
 void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		const char *name)
 {
-	struct req_identity id;
-	int ret;
-
-	ret = req_identity_enter(req, &id);
-	if (ret) {
-		fuse_reply_err(req, -ret);
-		return;
-	}
-	if (symlinkat(link, inode_fd(req_inode(req, parent)), name) == -1)
-		ret = -errno;
-	finish_new_entry(req, parent, name, ret, &id);
+	make_node(req, parent, name, NODE_SYMLINK, 0, 0, link);
 }
 
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
