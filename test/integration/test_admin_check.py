@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# `clamfs --check`: validates the configuration, asks clamd for PING and
+# VERSION and prints the engine and database version; exit 0 against the
+# running private clamd (from a file or -o clamd=, UNIX socket or TCP),
+# exit 1 with a reason against a stopped clamd, a fdpass over TCP, a bad
+# path or a bad configuration. It never mounts anything.
+import os
+import re
+import subprocess
+
+from adminutil import admin, ini, mounted, run_fail  # noqa: F401
+from fsutil import SLOW
+from mount_fixture import clamfs_bin
+
+
+def check(*args, timeout=30):
+    return subprocess.run([clamfs_bin(), "--check"] + list(args),
+                          capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout * SLOW)
+
+
+def engine_of(clamd):
+    """The engine version clamd itself reports ("1.4.6")."""
+    reply = clamd.command(b"zVERSION\0").rstrip(b"\0").decode()
+    m = re.match(r"ClamAV (\S+?)(?:/|$)", reply)
+    assert m, reply
+    return m.group(1)
+
+
+def config(admin, clamd_addr):
+    """A file naming fresh backend and mountpoint directories and clamd."""
+    base, b, mnt = admin.dirs_bm()
+    sections = [("fuse", [("backend", b), ("mountpoint", mnt)]),
+                ("clamd", [("clamd", clamd_addr)])]
+    return ini(os.path.join(base, "c.ini"), sections), b, mnt
+
+
+def test_check_running_clamd_from_file(admin, clamd):
+    cfg, b, mnt = config(admin, clamd.socket)
+    r = check("-o", f"config={cfg}")
+    assert r.returncode == 0, r
+    out = r.stdout
+    engine = engine_of(clamd)
+    assert re.search(rf"ClamAV {re.escape(engine)}\b", out), out
+    assert engine == "1.4.6", engine
+    assert "no database version" in out, out
+    assert f"config {cfg}: ok" in out
+    assert f"backend {b}: ok" in out and f"mountpoint {mnt}: ok" in out
+    assert out.rstrip().endswith("check passed"), out
+    assert not mounted(mnt), "--check mounted something"
+
+
+def test_check_clamd_option(admin, clamd):
+    r = check("-o", f"clamd={clamd.socket}")
+    assert r.returncode == 0, r
+    assert "ClamAV 1.4.6" in r.stdout and "no database version" in r.stdout
+    # over TCP (stream is the default there)
+    r = check("-o", f"clamd={clamd.tcp_addr}")
+    assert r.returncode == 0, r
+    assert "ClamAV 1.4.6" in r.stdout
+    # fdpass cannot work over TCP
+    r = check("-o", f"clamd={clamd.tcp_addr},scan_mode=fdpass")
+    assert r.returncode == 1, r
+    assert "fdpass" in r.stdout + r.stderr and "FAILED" in r.stdout
+
+
+def test_check_option_wins_over_file(admin, clamd):
+    dead = os.path.join(admin.tempdir(), "nobody.sock")
+    cfg, _, _ = config(admin, dead)
+    r = check("-o", f"config={cfg}")
+    assert r.returncode == 1, r
+    assert dead in r.stdout
+    r = check("-o", f"config={cfg},clamd={clamd.socket}")
+    assert r.returncode == 0, r
+    assert f"clamd {clamd.socket}: ok" in r.stdout
+    cfg2, _, _ = config(admin, clamd.socket)
+    r = check("-o", f"clamd={dead}", "-o", f"config={cfg2}")
+    assert r.returncode == 1, r
+
+
+def test_check_stopped_clamd(admin, clamd_factory):
+    c = clamd_factory()
+    c.stop()
+    cfg, _, mnt = config(admin, c.socket)
+    for args in (["-o", f"config={cfg}"], ["-o", f"clamd={c.socket}"],
+                 ["-o", f"clamd={c.tcp_addr}"]):
+        r = check(*args)
+        assert r.returncode == 1, (args, r)
+        lines = [l for l in r.stdout.splitlines() if l.startswith("clamd ")]
+        assert len(lines) == 1, r.stdout
+        # a reason, not just "failed"
+        assert "not answering" in lines[0], lines
+        reason = lines[0].split("not answering", 1)[1].strip(": ")
+        assert len(reason) > 3, lines
+        assert r.stdout.rstrip().endswith("check FAILED"), r.stdout
+    assert not mounted(mnt)
+
+
+def test_check_bad_paths_and_config(admin, clamd):
+    base, b, mnt = admin.dirs_bm()
+    missing = os.path.join(base, "gone")
+    cfg = ini(os.path.join(base, "c.ini"),
+              [("fuse", [("backend", missing), ("mountpoint", mnt)]),
+               ("clamd", [("clamd", clamd.socket)])])
+    r = check("-o", f"config={cfg}")
+    assert r.returncode == 1, r
+    assert f"backend {missing}: No such file or directory" in r.stdout
+    assert "check FAILED" in r.stdout
+    # a bad value in the file: the one-line error, nothing else
+    bad = os.path.join(base, "bad.ini")
+    with open(bad, "w") as f:
+        f.write(f"[clamd]\nclamd = {clamd.socket}\n[scan]\nscan_mode = fax\n")
+    r = run_fail(["--check", "-o", f"config={bad}"])
+    assert r.returncode == 1, r
+    assert r.stdout == "", r.stdout
+    assert r.stderr.splitlines() == [r.stderr.strip()] and \
+        f"{bad}:4:" in r.stderr and "scan_mode" in r.stderr, r.stderr
