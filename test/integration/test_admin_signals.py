@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Signals on a live mount: SIGHUP re-reads the configuration file and
+# applies what needs no remount (a policy change deny -> log takes effect
+# on the next open, the cache TTL change is logged), refuses a bad file
+# without changing anything, names remount-only keys it leaves alone, and
+# never unmounts (libfuse's own SIGHUP handler would); SIGUSR1 drops the
+# verdict cache so that the next open scans again.
+import os
+import signal
+import time
+
+from adminutil import admin, ini, mounted, wait_log  # noqa: F401
+from fsutil import SLOW
+from scanutil import (delta, detections, mount_scan, put, stats, try_read,
+                      wait_detections)
+
+CLEAN = b"a clean file\n"
+
+
+def write_cfg(path, b, mnt, clamd, on_infected="deny", cache_ttl=3600,
+              threads=None, raw=""):
+    fuse = [("backend", b), ("mountpoint", mnt), ("options", "allow_other")]
+    if threads is not None:
+        fuse.append(("threads", str(threads)))
+    return ini(path, [("fuse", fuse),
+                      ("clamd", [("clamd", clamd.socket)]),
+                      ("cache", [("cache_ttl", str(cache_ttl))]),
+                      ("action", [("on_infected", on_infected)])],
+               raw_tail=raw)
+
+
+def hup(m):
+    os.kill(m.pid, signal.SIGHUP)
+
+
+def still_up(m):
+    time.sleep(0.2 * SLOW)  # a SIGHUP-triggered unmount would take this long
+    assert m.alive(), f"clamfs exited on SIGHUP:\n{m.stderr_text()}"
+    assert mounted(m.mnt), "SIGHUP unmounted the filesystem"
+    os.stat(m.mnt)  # and it still answers
+
+
+def test_sighup_reload(admin, clamd):
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    write_cfg(cfg, b, mnt, clamd, on_infected="deny", cache_ttl=3600,
+              threads=8)
+    put(os.path.join(b, "e"), clamd.eicar)
+    put(os.path.join(b, "clean"), CLEAN)
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    assert try_read(m.m("e")) == ("err", "EACCES")
+    assert try_read(m.m("clean")) == ("ok", CLEAN)
+
+    # 1. a policy and cache change, applied live
+    write_cfg(cfg, b, mnt, clamd, on_infected="log", cache_ttl=600,
+              threads=8)
+    hup(m)
+    lines = wait_log(m, "SIGHUP: configuration reloaded")
+    assert len(lines) == 1, m.stderr_text()
+    assert "on_infected deny->log" in lines[0], lines
+    assert "cache_ttl 3600->600" in lines[0], lines
+    assert not wait_log(m, "needs a remount", timeout=0.3), \
+        "nothing remount-only changed"
+    still_up(m)
+    assert try_read(m.m("e")) == ("ok", clamd.eicar), "audit mode not applied"
+    dets = wait_detections(m, 2)
+    assert [d["action"] for d in dets] == ["deny", "log"], dets
+    assert try_read(m.m("clean")) == ("ok", CLEAN)
+
+    # 2. a bad file: rejected, nothing changes (its on_infected=deny, on a
+    # line before the bad one, must not be applied either)
+    write_cfg(cfg, b, mnt, clamd, on_infected="deny", cache_ttl=600,
+              threads=8, raw="[scan]\nscan_timeout = later\n")
+    hup(m)
+    lines = wait_log(m, "configuration rejected")
+    assert len(lines) == 1, m.stderr_text()
+    assert "scan_timeout" in lines[0] and cfg in lines[0], lines
+    assert len(wait_log(m, "SIGHUP: configuration reloaded", timeout=0.3)) == 1
+    still_up(m)
+    assert try_read(m.m("e")) == ("ok", clamd.eicar), \
+        "a rejected file changed the policy"
+    assert detections(m)[-1]["action"] == "log"
+
+    # 3. a remount-only key: named, not applied; the rest is applied
+    write_cfg(cfg, b, mnt, clamd, on_infected="deny", cache_ttl=600,
+              threads=4)
+    hup(m)
+    lines = wait_log(m, "SIGHUP: configuration reloaded", count=2)
+    assert len(lines) == 2, m.stderr_text()
+    assert "on_infected log->deny" in lines[1], lines
+    rem = wait_log(m, "needs a remount")
+    assert len(rem) == 1 and "threads" in rem[0], m.stderr_text()
+    still_up(m)
+    assert try_read(m.m("e")) == ("err", "EACCES")
+
+    # 4. a burst of SIGHUPs with no change (pending ones may merge):
+    # still mounted, nothing changed
+    for _ in range(5):
+        hup(m)
+        time.sleep(0.02)
+    lines = wait_log(m, "SIGHUP: configuration reloaded", count=3)
+    time.sleep(0.3 * SLOW)
+    lines = wait_log(m, "SIGHUP: configuration reloaded", count=3)
+    assert 3 <= len(lines) <= 7, m.stderr_text()
+    assert all("->" not in l for l in lines[2:]), lines
+    still_up(m)
+    assert try_read(m.m("clean")) == ("ok", CLEAN)
+
+
+def test_sighup_command_line_still_wins(admin, clamd):
+    """A reload re-reads the file under the command line's -o options:
+    an -o on_infected=deny keeps winning over the file's log."""
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    write_cfg(cfg, b, mnt, clamd, on_infected="deny")
+    put(os.path.join(b, "e"), clamd.eicar)
+    m = admin.start(["-f", "-o", f"config={cfg},on_infected=deny"], mnt, b)
+    write_cfg(cfg, b, mnt, clamd, on_infected="log", cache_ttl=10)
+    hup(m)
+    lines = wait_log(m, "SIGHUP: configuration reloaded")
+    assert len(lines) == 1, m.stderr_text()
+    assert "on_infected" not in lines[0], lines
+    still_up(m)
+    assert try_read(m.m("e")) == ("err", "EACCES")
+
+
+def test_sigusr1_drops_cache(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd)
+    put(m.b("f"), CLEAN)
+    put(m.b("g"), CLEAN * 2)
+    s0 = stats(m.mnt)
+    c0 = clamd.scan_count()
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    assert try_read(m.m("g")) == ("ok", CLEAN * 2)
+    s1 = stats(m.mnt)
+    assert delta(s0, s1, "scans", "opens_cache_hit", "cache_clears") == {
+        "scans": 2, "opens_cache_hit": 1, "cache_clears": 0}
+    assert s1["cache_entries"] == 2
+    assert clamd.wait_scan_count(c0 + 2) == c0 + 2
+    os.kill(m.pid, signal.SIGUSR1)
+    lines = wait_log(m, "verdict cache dropped")
+    assert len(lines) == 1, m.stderr_text()
+    assert m.alive() and mounted(m.mnt)
+    s2 = stats(m.mnt)
+    assert s2["cache_clears"] - s0["cache_clears"] == 1
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    s3 = stats(m.mnt)
+    assert delta(s0, s3, "scans", "opens_cache_hit", "cache_clears",
+                 "opens_scanned") == {
+        "scans": 3, "opens_cache_hit": 2, "cache_clears": 1,
+        "opens_scanned": 3}
+    assert clamd.wait_scan_count(c0 + 3) == c0 + 3
+    # the gauge shows what the cache holds: the dropped verdicts are gone,
+    # f's new one is the only entry
+    assert s2["cache_entries"] == 0, s2
+    assert s3["cache_entries"] == 1, s3
