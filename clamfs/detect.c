@@ -162,10 +162,14 @@ static void run_hook(struct detect *d, const struct detection *det,
 	int ret;
 
 	if (!take_token(d)) {
+		static struct log_limit limit;
+		unsigned long held_back;
+
 		stats_inc(d->stats, STAT_HOOK_SUPPRESSED);
-		log_warn("infected_cmd suppressed: more than %.0f runs a "
-			 "minute",
-			 d->capacity);
+		if (log_limit_pass(&limit, &held_back))
+			log_warn("infected_cmd suppressed: more than %.0f runs "
+				 "a minute (and %lu more unlogged)",
+				 d->capacity, held_back);
 		return;
 	}
 	snprintf(env[0], sizeof(env[0]), "CLAMFS_EVENT=%s", det->event);

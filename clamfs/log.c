@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool log_to_syslog;
@@ -69,4 +70,36 @@ void log_crash(const char *msg)
 		close(kmsg);
 	}
 	(void)ignored;
+}
+
+bool log_limit_pass(struct log_limit *l, unsigned long *suppressed)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return log_limit_pass_at(l, (long)now.tv_sec, suppressed);
+}
+
+bool log_limit_pass_at(struct log_limit *l, long now_sec,
+		       unsigned long *suppressed)
+{
+	bool pass;
+
+	while (__atomic_exchange_n(&l->lock, 1, __ATOMIC_ACQUIRE))
+		;
+	if (l->in_window == 0 || now_sec - l->window_start >= LOG_WINDOW) {
+		l->window_start = now_sec;
+		l->in_window = 0;
+	}
+	pass = l->in_window < LOG_BURST;
+	*suppressed = 0;
+	if (pass) {
+		l->in_window++;
+		*suppressed = l->suppressed;
+		l->suppressed = 0;
+	} else {
+		l->suppressed++;
+	}
+	__atomic_store_n(&l->lock, 0, __ATOMIC_RELEASE);
+	return pass;
 }

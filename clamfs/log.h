@@ -27,6 +27,32 @@ void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
+ * A budget for one kind of repeated message (e.g. scan failures while
+ * clamd is down): at most LOG_BURST lines per LOG_WINDOW seconds; the
+ * lines held back are counted and reported with the next one let through.
+ * Zero-initialise (static or in a struct).
+ */
+#define LOG_BURST 10
+#define LOG_WINDOW 10
+
+struct log_limit {
+	long window_start; /* CLOCK_MONOTONIC seconds */
+	unsigned int in_window;
+	unsigned long suppressed;
+	int lock; /* spinlock: held for a few instructions */
+};
+
+/*
+ * Whether a line of this kind may be written now. When it may and lines
+ * were held back before, *suppressed says how many (else 0).
+ */
+bool log_limit_pass(struct log_limit *l, unsigned long *suppressed);
+
+/* The same at a given monotonic second (for tests). */
+bool log_limit_pass_at(struct log_limit *l, long now_sec,
+		       unsigned long *suppressed);
+
+/*
  * Async-signal-safe: writes a fixed message to stderr and the kernel log
  * from a fatal signal handler, where syslog() and stdio may deadlock.
  */

@@ -186,16 +186,26 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], text[CDP_TEXT_MAX + 8];
 	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
 	bool allow = fs_policy(fs)->on_error_allow;
+	static struct log_limit limit;
+	unsigned long held_back;
+	char more[48] = "";
 
 	stats_error(&fs->stats, res->cat);
 	stats_inc(&fs->stats,
 		  allow ? STAT_ERRORS_ALLOWED : STAT_ERRORS_DENIED);
+	/* clamd down means a failure per open: do not flood the log */
+	if (!log_limit_pass(&limit, &held_back))
+		return allow;
+	if (held_back)
+		snprintf(more, sizeof(more), " suppressed_before=%lu",
+			 held_back);
 	detect_quote(path, sizeof(path), rel ? rel : "?");
 	detect_quote(text, sizeof(text), res->text);
 	log_warn("scan failed path=%s error=%s reason=%s pid=%d uid=%u "
-		 "open=%s",
+		 "open=%s%s",
 		 path, cdp_errcat_name(res->cat), text, (int)p->pid,
-		 (unsigned)p->uid, allow ? "allowed-unscanned" : "denied-EIO");
+		 (unsigned)p->uid, allow ? "allowed-unscanned" : "denied-EIO",
+		 more);
 	return allow;
 }
 
