@@ -150,6 +150,25 @@ class Admin:
             self.wait_mounted(m, timeout)
         return m
 
+    def start_bg(self, args, mnt, backend, token, cwd=None, timeout=20):
+        """Runs `clamfs ARGS` without -f: it must return 0 with the mount
+        up and leave one daemon, found by `token` in its argv. Sanitizer
+        reports of the daemon go to files the teardown checks."""
+        argv = [clamfs_bin()] + list(args)
+        workdir = self.tempdir("clamfs-w")
+        m = Mount(backend, mnt, argv, workdir, False)
+        env = sanitizer_env(m)
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, env=env, cwd=cwd,
+                           timeout=timeout * SLOW)
+        pids = clamfs_pids(token)
+        m.pid = pids[0] if len(pids) == 1 else None
+        self.mounts.append(m)
+        assert r.returncode == 0, f"{argv} exited {r.returncode}: {r.stderr}"
+        assert mounted(mnt), f"{argv} returned before the mount was up"
+        assert m.pid, f"daemon of {token}: {pids}"
+        return m
+
     def wait_mounted(self, m, timeout=10):
         deadline = time.monotonic() + timeout * SLOW
         while time.monotonic() < deadline:

@@ -8,11 +8,14 @@
 # missing file) stops clamfs before it mounts with exactly one line naming
 # FILE:LINE and the key, exit status 1, no mount and no process left.
 import os
+import subprocess
 
 import pytest
 
 from adminutil import admin, clamfs_pids, ini, mounted, run_fail  # noqa: F401
-from scanutil import detections, put, stats, try_read, wait_detections
+from fsutil import SLOW
+from mount_fixture import clamfs_bin
+from scanutil import put, stats, try_read, wait_detections
 
 CLEAN = b"nothing to see here\n"
 
@@ -206,3 +209,29 @@ def test_config_error_not_mounted_over_existing(admin, clamd):
     assert len(r.stderr.splitlines()) == 1, r.stderr
     assert r.stderr.startswith("clamfs: ") and "cache_ttl" in r.stderr
     assert not mounted(mnt)
+
+
+def test_indented_key_not_swallowed(admin, clamd):
+    """An indented `key = value` line (a common INI layout) is either a key
+    of its own or an error naming it; it must not silently become part of
+    the previous key's value (inih's multi-line continuation)."""
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "indented.ini")
+    with open(cfg, "w") as f:
+        f.write(f"[fuse]\nbackend = {b}\nmountpoint = {mnt}\n"
+                f"[clamd]\nclamd = {clamd.socket}\n"
+                "[scan]\n"
+                "    exclude = *.iso\n"
+                "    exclude = *.tmp\n")
+    put(os.path.join(b, "x.tmp"), clamd.eicar)
+    p = subprocess.run([clamfs_bin(), "--check", "-o", f"config={cfg}"],
+                       capture_output=True, text=True, timeout=30 * SLOW)
+    if p.returncode != 0:
+        # refused: then the message names the indented line's key and line
+        assert f"{cfg}:8:" in p.stderr, p.stderr
+        assert "'exclude=exclude" not in p.stderr, \
+            f"line 8 was read as the value of line 7's key: {p.stderr}"
+        return
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    assert try_read(m.m("x.tmp")) == ("ok", clamd.eicar), \
+        "the second (indented) exclude was silently not applied"

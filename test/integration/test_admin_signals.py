@@ -156,3 +156,117 @@ def test_sigusr1_drops_cache(mount_clamfs, clamd):
     # f's new one is the only entry
     assert s2["cache_entries"] == 0, s2
     assert s3["cache_entries"] == 1, s3
+
+
+def test_sighup_logs_every_policy_change(admin, clamd):
+    """Policy settings that need no remount are applied by SIGHUP and the
+    reload line names each one that changed (deny_errno, exclude,
+    max_scan_size, oversize, exempt_uid), instead of claiming no change."""
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+
+    def write(errno_name, extra_scan):
+        ini(cfg, [("fuse", [("backend", b), ("mountpoint", mnt),
+                            ("options", "allow_other")]),
+                  ("clamd", [("clamd", clamd.socket)]),
+                  ("scan", extra_scan),
+                  ("action", [("deny_errno", errno_name)])])
+
+    write("EACCES", [("max_scan_size", "100M")])
+    put(os.path.join(b, "e"), clamd.eicar)
+    put(os.path.join(b, "x.tmp"), clamd.eicar)
+    put(os.path.join(b, "big"), b"B" * 4096)
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    assert try_read(m.m("e")) == ("err", "EACCES")
+    assert try_read(m.m("x.tmp")) == ("err", "EACCES")
+    assert try_read(m.m("big")) == ("ok", b"B" * 4096)
+    write("EPERM", [("max_scan_size", "1K"), ("oversize", "deny"),
+                    ("exclude", "*.tmp"), ("exempt_uid", "60001")])
+    hup(m)
+    lines = wait_log(m, "SIGHUP: configuration reloaded")
+    assert len(lines) == 1, m.stderr_text()
+    still_up(m)
+    # applied...
+    assert try_read(m.m("e")) == ("err", "EPERM")
+    assert try_read(m.m("x.tmp")) == ("ok", clamd.eicar)
+    assert try_read(m.m("big")) == ("err", "EPERM")
+    # ...and each change named in the reload line
+    unnamed = [k for k in ("deny_errno", "exclude", "max_scan_size",
+                           "oversize", "exempt_uid") if k not in lines[0]]
+    assert unnamed == [], f"changed but not logged: {unnamed}: {lines[0]}"
+
+
+def test_sighup_new_clamd_address(admin, clamd, clamd_factory):
+    """A reload pointing at another clamd sends the next scans there."""
+    other = clamd_factory()
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    write_cfg(cfg, b, mnt, clamd)
+    put(os.path.join(b, "f1"), CLEAN)
+    put(os.path.join(b, "f2"), CLEAN * 3)
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    c0, o0 = clamd.scan_count(), other.scan_count()
+    assert try_read(m.m("f1")) == ("ok", CLEAN)
+    assert clamd.wait_scan_count(c0 + 1) == c0 + 1
+    write_cfg(cfg, b, mnt, other)
+    hup(m)
+    lines = wait_log(m, "SIGHUP: configuration reloaded")
+    assert len(lines) == 1, m.stderr_text()
+    assert f"clamd {clamd.socket}->{other.socket}" in lines[0], lines
+    still_up(m)
+    assert try_read(m.m("f2")) == ("ok", CLEAN * 3)
+    assert other.wait_scan_count(o0 + 1) == o0 + 1
+    assert clamd.scan_count() == c0 + 1, "scanned by the old clamd"
+    s = stats(m.mnt)
+    assert s["clamd_up"] == 1, s
+
+
+def test_sighup_daemonized_relative_config(admin, clamd):
+    """In the background (cwd is / after daemonizing) a SIGHUP still finds
+    the configuration given as a relative path at start."""
+    base, b, mnt = admin.dirs_bm()
+    name = f"hup-{os.path.basename(base)}.ini"
+    cfg = os.path.join(base, name)
+    write_cfg(cfg, b, mnt, clamd, on_infected="deny")
+    put(os.path.join(b, "e"), clamd.eicar)
+    m = admin.start_bg(["-o", f"config={name}"], mnt, b, token=name,
+                       cwd=base)
+    assert try_read(m.m("e")) == ("err", "EACCES")
+    write_cfg(cfg, b, mnt, clamd, on_infected="log", cache_ttl=5)
+    os.kill(m.pid, signal.SIGHUP)
+    end = time.monotonic() + 5 * SLOW
+    got = None
+    while time.monotonic() < end:
+        got = try_read(m.m("e"))
+        if got[0] == "ok":
+            break
+        time.sleep(0.05)
+    assert m.alive() and mounted(mnt)
+    assert got == ("ok", clamd.eicar), \
+        f"the reload did not apply on_infected=log: {got}"
+
+
+def test_sighup_many_reloads(admin, clamd):
+    """`systemctl reload` (e.g. after every freshclam or logrotate run) may
+    come hundreds of times in a mount's life: after 70 reloads a changed
+    policy is still applied."""
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    write_cfg(cfg, b, mnt, clamd, on_infected="deny")
+    put(os.path.join(b, "e"), clamd.eicar)
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    n = 70
+    for i in range(1, n + 1):
+        hup(m)
+        # one at a time: pending SIGHUPs would merge
+        got = wait_log(m, "SIGHUP:", count=i)
+        assert len(got) == i, f"reload {i}: {m.stderr_text()[-2000:]}"
+    refused = [l for l in m.stderr_text().splitlines()
+               if "SIGHUP" in l and "reloaded" not in l]
+    assert refused == [], refused[:3]
+    write_cfg(cfg, b, mnt, clamd, on_infected="log")
+    hup(m)
+    last = wait_log(m, "SIGHUP:", count=n + 1)[-1]
+    assert "on_infected deny->log" in last, last
+    still_up(m)
+    assert try_read(m.m("e")) == ("ok", clamd.eicar)

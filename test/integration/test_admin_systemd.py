@@ -171,3 +171,27 @@ def test_clamd_wait_gives_up_and_fails_closed(admin):
     assert len(said) == 1, m.stderr_text()
     gave_up = wait_log(m, "still not answering after 2 s")
     assert len(gave_up) == 1, m.stderr_text()
+
+
+def test_sigterm_during_clamd_wait(admin):
+    """`systemctl stop` while clamfs waits for clamd (the unit waits up to
+    120 s, TimeoutStopSec is 30): SIGTERM ends the wait at once, nothing is
+    mounted, and the stop is clean."""
+    base, b, mnt = admin.dirs_bm()
+    dead = os.path.join(base, "clamd.sock")
+    m = admin.start(["-f", b, mnt, "-o", f"clamd={dead},clamd_wait=5"],
+                    mnt, b, wait=False)
+    assert wait_log(m, "waiting up to 5 s for clamd"), m.stderr_text()
+    t0 = time.monotonic()
+    os.kill(m.pid, signal.SIGTERM)
+    try:
+        rc = m.proc.wait(2 * SLOW)
+    except subprocess.TimeoutExpired:
+        rc = m.proc.wait(30)
+        raise AssertionError(
+            f"SIGTERM during clamd_wait took {time.monotonic() - t0:.1f}s "
+            f"(exit {rc}):\n{m.stderr_text()}")
+    assert rc in (0, -signal.SIGTERM), (rc, m.stderr_text())
+    assert not mounted(mnt)
+    assert not [l for l in m.stderr_text().splitlines() if "mounted " in l], \
+        f"mounted after SIGTERM:\n{m.stderr_text()}"
