@@ -5,8 +5,9 @@ else, from fstab through mount(8), under a systemd-style NOTIFY_SOCKET),
 configuration files, signals and log lines.
 
 - `admin` fixture: a factory of temporary directories and of clamfs runs
-  from a full argv; every mount is torn down and checked like
-  mount_fixture's (exit status 0, no sanitizer report, nothing left).
+  from a full argv, in the foreground (start) or daemonized (start_bg);
+  every mount is torn down and checked like mount_fixture's (exit status
+  0, no sanitizer report, nothing left).
 - ini(): a configuration file from sections.
 - run_fail(): a clamfs that must refuse to start.
 - clamfs_pids(): clamfs processes whose argv holds a given string.
@@ -16,7 +17,6 @@ The EICAR string is never written here: it comes from the clamd fixture.
 """
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -30,7 +30,7 @@ from mount_fixture import (Mount, clamfs_bin, fuse_mounts_at, make_tree_dir,
                            sanitizer_env)
 
 __all__ = ["admin", "Admin", "ini", "run_fail", "clamfs_pids",
-           "NotifyListener", "wait_log", "mounted"]
+           "NotifyListener", "wait_log", "mounted", "asan_env"]
 
 
 def mounted(path):
@@ -270,14 +270,6 @@ class NotifyListener:
         self.close()
 
 
-def kill(pid, sig):
-    os.kill(pid, sig)
-
-
-def sighup(m):
-    kill(m.pid, signal.SIGHUP)
-
-
 def asan_env(prefix):
     """The environment with sanitizer log files under prefix (a daemonized
     clamfs has no stderr left to report on)."""
@@ -287,6 +279,3 @@ def asan_env(prefix):
         env[var] = (cur + ":" if cur else "") + f"log_path={prefix}"
     return env
 
-
-# re-exported for the tests
-__all__ += ["kill", "sighup", "asan_env", "sanitizer_env"]
