@@ -70,14 +70,40 @@ struct load_ctx {
 	size_t errlen;
 };
 
-/* fgets for inih that counts lines, so handler errors know theirs. */
+static int fail(struct load_ctx *ctx, const char *key, const char *msg);
+
+/*
+ * fgets for inih that counts lines (so handler errors know theirs),
+ * removes leading blanks (inih would take an indented line for the
+ * continuation of the previous value) and names the key of a line that
+ * lacks "=" (inih only reports its number).
+ */
 static char *read_line(char *buf, int size, void *stream)
 {
 	struct load_ctx *ctx = stream;
-	char *s = fgets(buf, size, ctx->f);
+	char *s = fgets(buf, size, ctx->f), *start;
+	size_t blanks;
 
-	if (s)
-		ctx->line++;
+	if (!s)
+		return NULL;
+	ctx->line++;
+	blanks = strspn(s, " \t");
+	start = s + blanks;
+	memmove(s, start, strlen(start) + 1);
+	if (*s == '[' && !strchr(s, ']')) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(s, "\r\n"),
+			 s);
+		fail(ctx, name, "unclosed section name");
+	} else if (*s && !strchr(";#[\r\n", *s) && !strpbrk(s, "=:")) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "%.*s", (int)strcspn(s, " \t\r\n"),
+			 s);
+		fail(ctx, key,
+		     "not 'key = value' (a flag takes yes or no: 'key = yes')");
+	}
 	return s;
 }
 

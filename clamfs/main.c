@@ -200,8 +200,11 @@ int main(int argc, char *argv[])
 	fs.se = se;
 	if (runtime_block_signals() != 0 || fuse_set_signal_handlers(se) != 0)
 		goto out_session;
-	if (opts.clamd_wait)
-		runtime_wait_clamd(rt, opts.clamd_wait);
+	if (opts.clamd_wait &&
+	    runtime_wait_clamd(rt, opts.clamd_wait, se) == -EINTR) {
+		ret = 0; /* stopped before mounting: a clean stop */
+		goto out_signals;
+	}
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
 	log_init(!opts.foreground, opts.debug ? LOG_LEVEL_DEBUG

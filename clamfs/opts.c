@@ -596,6 +596,15 @@ int opts_parse(int argc, char *argv[], struct clamfs_opts *opts,
 		err[0] = '\0';
 	/* the file comes first so that -o options override it */
 	opts->config = find_config(argc, argv);
+	/* absolute, so a reload after daemonizing (cwd "/") finds it too */
+	if (opts->config && opts->config[0] != '/') {
+		char *abs = realpath(opts->config, NULL);
+
+		if (abs) {
+			free(opts->config);
+			opts->config = abs;
+		}
+	}
 	if (opts->config) {
 		ret = config_load(opts->config, opts, err, errlen);
 		if (ret)
@@ -724,6 +733,9 @@ void opts_print_help(FILE *out, const char *progname)
 		"    --stats MOUNTPOINT [--prometheus]\n"
 		"                            print a mount's live statistics\n"
 		"    -o config=FILE          read options from an INI file\n"
+		"    -o mountpoint=DIR       where to mount (mostly in a file)\n"
+		"    -o options=LIST         FUSE mount options (mostly in a "
+		"file)\n"
 		"    -o log_level=LEVEL      error, warning, info or debug (info)\n"
 		"    -f                      stay in the foreground, log to stderr\n"
 		"    -d, -o debug            log every FUSE request (implies -f)\n"

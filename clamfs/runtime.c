@@ -23,12 +23,20 @@
 
 #define RUNTIME_MAX_GENERATIONS 64
 
+/*
+ * One configuration as loaded. The current generation owns the pool,
+ * cache and reporter in use; a retired one keeps only what its successor
+ * replaced, for requests that may still hold it, until a grace period
+ * (its scan deadline and a margin) has passed.
+ */
 struct generation {
-	struct clamfs_opts *opts; /* owned from the first reload on */
+	struct clamfs_opts *opts;
+	bool owns_opts; /* not the first: that one is main()'s */
 	struct fuse_args args;
 	struct cdp_pool *pool;
 	struct vcache *vcache;
 	struct detect *detect;
+	time_t retired; /* CLOCK_MONOTONIC seconds; 0 while current */
 };
 
 struct runtime {
@@ -42,6 +50,8 @@ struct runtime {
 	struct dbwatch *dbwatch;
 	pthread_t sig_thread;
 	bool sig_thread_started;
+	char **argv_copy; /* argv with the config file made absolute */
+	char *config_arg;
 };
 
 static struct generation *current(struct runtime *rt)
@@ -94,6 +104,14 @@ static struct cdp_pool *pool_for(const struct clamfs_opts *opts,
 	bool unix_socket;
 	int ret;
 
+	/* the daemon runs from "/" once in the background */
+	if (opts->clamd[0] != '/' && strncmp(opts->clamd, "tcp://", 6) != 0) {
+		snprintf(err, errlen,
+			 "clamd=%s: want an absolute socket path or "
+			 "tcp://HOST:PORT",
+			 opts->clamd);
+		return NULL;
+	}
 	cdp_config_init(&cfg);
 	cfg.addr = opts->clamd;
 	cfg.max_conns = opts->clamd_connections ? opts->clamd_connections
@@ -135,7 +153,7 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 	pthread_mutex_init(&rt->lock, NULL);
 	rt->ngen = 1;
 	g = current(rt);
-	g->opts = (struct clamfs_opts *)opts; /* the caller's, not freed */
+	g->opts = (struct clamfs_opts *)opts; /* the caller's */
 	g->pool = pool_for(opts, &fs->scan_mode, err, sizeof(err));
 	if (!g->pool) {
 		fprintf(stderr, "clamfs: %s\n", err);
@@ -192,7 +210,8 @@ int runtime_block_signals(void)
 	return 0;
 }
 
-int runtime_wait_clamd(struct runtime *rt, unsigned int seconds)
+int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
+		       struct fuse_session *se)
 {
 	struct timespec start, now;
 	struct cdp_result res;
@@ -216,7 +235,12 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds)
 			log_info("waiting up to %u s for clamd: %s", seconds,
 				 res.text);
 		said = true;
-		sleep(1);
+		/* a stop request must not wait out the whole bound */
+		for (int i = 0; i < 10; i++) {
+			if (fuse_session_exited(se))
+				return -EINTR;
+			usleep(100 * 1000);
+		}
 	}
 }
 
@@ -262,6 +286,30 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 
 	rt->argc = argc;
 	rt->argv = argv;
+	/*
+	 * The daemon's cwd is "/" by now: a relative config= on the command
+	 * line is appended again as the absolute path opts_parse resolved;
+	 * the last config= is the one read.
+	 */
+	if (opts->config) {
+		char *escaped = NULL;
+
+		if (fuse_opt_add_opt_escaped(&escaped, opts->config) == -1)
+			return -ENOMEM;
+		if (asprintf(&rt->config_arg, "config=%s", escaped) < 0) {
+			free(escaped);
+			return -ENOMEM;
+		}
+		free(escaped);
+		rt->argv_copy = calloc((size_t)argc + 3, sizeof(char *));
+		if (!rt->argv_copy)
+			return -ENOMEM;
+		memcpy(rt->argv_copy, argv, sizeof(char *) * (size_t)argc);
+		rt->argv_copy[argc] = "-o";
+		rt->argv_copy[argc + 1] = rt->config_arg;
+		rt->argc = argc + 2;
+		rt->argv = rt->argv_copy;
+	}
 	qcfg.pool = current(rt)->pool;
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
@@ -285,6 +333,56 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	return 0;
 }
 
+static void generation_free(struct generation *g)
+{
+	cdp_pool_free(g->pool);
+	vcache_free(g->vcache);
+	detect_free(g->detect);
+	if (g->owns_opts) {
+		fuse_opt_free_args(&g->args);
+		opts_free(g->opts);
+		free(g->opts);
+	}
+	memset(g, 0, sizeof(*g));
+}
+
+static time_t monotonic_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+/* Frees retired generations no request can still be using. */
+static void reclaim(struct runtime *rt)
+{
+	time_t now = monotonic_now();
+	int kept = 0;
+
+	for (int i = 0; i < rt->ngen; i++) {
+		struct generation *g = &rt->gen[i];
+
+		/*
+		 * A replaced pool may carry scans up to their deadline; the
+		 * rest is held only for the length of one call.
+		 */
+		time_t grace = g->pool ? (time_t)g->opts->scan_timeout + 30
+				       : 5;
+
+		if (i < rt->ngen - 1 && g->retired && now - g->retired > grace) {
+			generation_free(g);
+			continue;
+		}
+		if (kept != i) {
+			rt->gen[kept] = *g;
+			memset(g, 0, sizeof(*g));
+		}
+		kept++;
+	}
+	rt->ngen = kept;
+}
+
 void runtime_free(struct runtime *rt)
 {
 	if (!rt)
@@ -297,22 +395,14 @@ void runtime_free(struct runtime *rt)
 	rt->fs->dbwatch = NULL;
 	scanq_free(rt->fs->scanq);
 	rt->fs->scanq = NULL;
-	for (int i = 0; i < rt->ngen; i++) {
-		struct generation *g = &rt->gen[i];
-
-		cdp_pool_free(g->pool);
-		vcache_free(g->vcache);
-		detect_free(g->detect);
-		if (i > 0) {
-			fuse_opt_free_args(&g->args);
-			opts_free(g->opts);
-			free(g->opts);
-		}
-	}
+	for (int i = 0; i < rt->ngen; i++)
+		generation_free(&rt->gen[i]);
 	if (rt->fs->quarantine_fd >= 0)
 		close(rt->fs->quarantine_fd);
 	rt->fs->quarantine_fd = -1;
 	pthread_mutex_destroy(&rt->lock);
+	free(rt->argv_copy);
+	free(rt->config_arg);
 	free(rt);
 }
 
@@ -374,6 +464,73 @@ static void note_remount_only(const struct clamfs_opts *o,
 #undef REMOUNT_IF
 }
 
+static bool strv_differs(char *const *a, size_t na, char *const *b, size_t nb)
+{
+	if (na != nb)
+		return true;
+	for (size_t i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return true;
+	return false;
+}
+
+static bool ids_differ(const unsigned int *a, size_t na, const unsigned int *b,
+		       size_t nb)
+{
+	return na != nb || (na && memcmp(a, b, na * sizeof(*a)) != 0);
+}
+
+/* Names every setting a reload applies that differs. */
+static void note_policy_changes(const struct clamfs_opts *o,
+				const struct clamfs_opts *n, char *buf,
+				size_t len)
+{
+	static const char *const levels[] = {"error", "warning", "info",
+					     "debug"};
+	const struct policy *op = &o->policy, *np = &n->policy;
+	char a[24], b[24];
+
+	if (op->on_infected != np->on_infected)
+		note(buf, len, "on_infected",
+		     infected_action_name(op->on_infected),
+		     infected_action_name(np->on_infected));
+	if (op->on_error_allow != np->on_error_allow)
+		note(buf, len, "on_error", op->on_error_allow ? "allow" : "deny",
+		     np->on_error_allow ? "allow" : "deny");
+	if (op->deny_errno != np->deny_errno)
+		note(buf, len, "deny_errno",
+		     op->deny_errno == EPERM ? "EPERM" : "EACCES",
+		     np->deny_errno == EPERM ? "EPERM" : "EACCES");
+	if (op->max_scan_size != np->max_scan_size)
+		note(buf, len, "max_scan_size", num(a, op->max_scan_size),
+		     num(b, np->max_scan_size));
+	if (op->oversize_allow != np->oversize_allow)
+		note(buf, len, "oversize", op->oversize_allow ? "allow" : "deny",
+		     np->oversize_allow ? "allow" : "deny");
+	if (strv_differs(op->include, op->n_include, np->include,
+			 np->n_include))
+		note(buf, len, "include", num(a, op->n_include),
+		     num(b, np->n_include));
+	if (strv_differs(op->exclude, op->n_exclude, np->exclude,
+			 np->n_exclude))
+		note(buf, len, "exclude", num(a, op->n_exclude),
+		     num(b, np->n_exclude));
+	if (ids_differ(op->exempt_uids, op->n_exempt_uids, np->exempt_uids,
+		       np->n_exempt_uids))
+		note(buf, len, "exempt_uid", num(a, op->n_exempt_uids),
+		     num(b, np->n_exempt_uids));
+	if (ids_differ(op->exempt_gids, op->n_exempt_gids, np->exempt_gids,
+		       np->n_exempt_gids))
+		note(buf, len, "exempt_gid", num(a, op->n_exempt_gids),
+		     num(b, np->n_exempt_gids));
+	if (o->scan_on_close != n->scan_on_close)
+		note(buf, len, "scan_on_close", o->scan_on_close ? "yes" : "no",
+		     n->scan_on_close ? "yes" : "no");
+	if (o->log_level != n->log_level)
+		note(buf, len, "log_level", levels[o->log_level & 3],
+		     levels[n->log_level & 3]);
+}
+
 void runtime_reload(struct runtime *rt)
 {
 	struct clamfs_opts *o, *n = calloc(1, sizeof(*n));
@@ -383,12 +540,17 @@ void runtime_reload(struct runtime *rt)
 	enum scan_mode mode = fs->scan_mode;
 
 	pthread_mutex_lock(&rt->lock);
+	reclaim(rt);
 	g = current(rt);
 	o = g->opts;
 	if (!n || rt->ngen == RUNTIME_MAX_GENERATIONS) {
 		log_err("SIGHUP: not reloading: %s",
-			n ? "too many reloads, remount to reset" : "no memory");
-		goto out_free;
+			n ? "too many reloads in a short time, try again in a "
+			    "minute"
+			  : "no memory");
+		free(n);
+		pthread_mutex_unlock(&rt->lock);
+		return;
 	}
 	if (opts_parse(rt->argc, rt->argv, n, &rt->gen[rt->ngen].args, err,
 		       sizeof(err)) != 0) {
@@ -407,6 +569,7 @@ void runtime_reload(struct runtime *rt)
 
 	next = &rt->gen[rt->ngen];
 	next->opts = n;
+	next->owns_opts = true;
 	if (str_differs(o->clamd, n->clamd) ||
 	    o->clamd_connections != n->clamd_connections ||
 	    o->scan_mode != n->scan_mode ||
@@ -456,6 +619,15 @@ void runtime_reload(struct runtime *rt)
 		     n->infected_cmd ? n->infected_cmd : "none");
 	}
 
+	note_policy_changes(o, n, changes, sizeof(changes));
+	if (!changes[0] && !remount[0] && !next->pool && !next->vcache &&
+	    !next->detect) {
+		/* a reload that changes nothing keeps what is in place */
+		log_info("SIGHUP: configuration reloaded (nothing changed)");
+		next->opts = NULL;
+		goto out_args;
+	}
+
 	/* from here on nothing fails: publish */
 	rt->ngen++;
 	if (next->pool) {
@@ -477,28 +649,27 @@ void runtime_reload(struct runtime *rt)
 				  &rt->dbwatch) == 0)
 			fs->dbwatch = rt->dbwatch;
 	}
-	if (o->policy.on_infected != n->policy.on_infected)
-		note(changes, sizeof(changes), "on_infected",
-		     infected_action_name(o->policy.on_infected),
-		     infected_action_name(n->policy.on_infected));
-	if (o->policy.on_error_allow != n->policy.on_error_allow)
-		note(changes, sizeof(changes), "on_error",
-		     o->policy.on_error_allow ? "allow" : "deny",
-		     n->policy.on_error_allow ? "allow" : "deny");
-	if (o->scan_on_close != n->scan_on_close)
-		note(changes, sizeof(changes), "scan_on_close",
-		     o->scan_on_close ? "yes" : "no",
-		     n->scan_on_close ? "yes" : "no");
-	if (o->log_level != n->log_level)
-		note(changes, sizeof(changes), "log_level",
-		     num(a, (unsigned long)o->log_level),
-		     num(b, (unsigned long)n->log_level));
+	/* what was not replaced moves on; g keeps what was, for a while */
+	if (!next->pool) {
+		next->pool = g->pool;
+		g->pool = NULL;
+	}
+	if (!next->vcache) {
+		next->vcache = g->vcache;
+		g->vcache = NULL;
+	}
+	if (!next->detect) {
+		next->detect = g->detect;
+		g->detect = NULL;
+	}
+	g->retired = monotonic_now();
 	__atomic_store_n(&fs->policy, &n->policy, __ATOMIC_RELEASE);
 	__atomic_store_n(&fs->scan_on_close, n->scan_on_close,
 			 __ATOMIC_RELAXED);
-	log_set_level((enum log_level)n->log_level);
+	/* said before a lower level could hide it */
 	log_info("SIGHUP: configuration reloaded%s%s", changes[0] ? ": " : "",
-		 changes[0] ? changes : " (no change to clamd, cache or hook)");
+		 changes[0] ? changes : " (nothing changed)");
+	log_set_level((enum log_level)n->log_level);
 	if (remount[0])
 		log_warn("SIGHUP: changed but needs a remount, not applied: %s",
 			 remount);

@@ -40,9 +40,11 @@ int runtime_start(struct runtime *rt, int argc, char *argv[]);
 /*
  * Waits up to seconds for clamd to answer PING (boot order: clamd may
  * still be loading its database). Returns 0 once it answers, -ETIMEDOUT
- * after the wait; the mount then goes ahead and fails opens closed.
+ * after the wait (the mount then goes ahead and fails opens closed), or
+ * -EINTR as soon as se was told to exit (SIGTERM, SIGINT).
  */
-int runtime_wait_clamd(struct runtime *rt, unsigned int seconds);
+int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
+		       struct fuse_session *se);
 
 /* Stops every thread and frees all, old generations included. */
 void runtime_free(struct runtime *rt);

@@ -350,15 +350,32 @@ uint64_t vcache_generation(struct vcache *vc)
 	return atomic_load(&vc->generation);
 }
 
+/* Empties a shard (under its lock): every slot back on the free list. */
+static void shard_wipe(struct vshard *s)
+{
+	for (uint32_t i = 0; i < s->capacity; i++) {
+		free(s->e[i].sig);
+		s->e[i].sig = NULL;
+		s->e[i].lru_next = i + 1 < s->capacity ? i + 1 : NIL;
+	}
+	memset(s->buckets, 0xff, sizeof(*s->buckets) * s->nbuckets);
+	s->free_head = s->capacity ? 0 : NIL;
+	s->lru_head = s->lru_tail = NIL;
+	s->entries = 0;
+}
+
 void vcache_clear(struct vcache *vc)
 {
 	/*
 	 * Taking every shard lock orders the bump against inserts that
-	 * checked the old generation under their shard lock.
+	 * checked the old generation under their shard lock; the memory is
+	 * wiped too, so the entry count says what is really cached.
 	 */
 	for (unsigned int i = 0; i < vc->nshards; i++)
 		pthread_mutex_lock(&vc->shards[i].lock);
 	atomic_fetch_add(&vc->generation, 1);
+	for (unsigned int i = 0; i < vc->nshards; i++)
+		shard_wipe(&vc->shards[i]);
 	for (unsigned int i = vc->nshards; i-- > 0;)
 		pthread_mutex_unlock(&vc->shards[i].lock);
 }

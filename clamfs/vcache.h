@@ -80,8 +80,8 @@ void vcache_invalidate(struct vcache *vc, dev_t dev, ino_t ino);
 uint64_t vcache_generation(struct vcache *vc);
 
 /*
- * Drops every verdict in O(1) (signatures changed, or asked to): entries of
- * older generations are misses from now on and reclaimed as met.
+ * Drops every verdict (signatures changed, or asked to); a verdict from a
+ * scan that began before is not cached afterwards. O(capacity).
  */
 void vcache_clear(struct vcache *vc);
 

@@ -164,8 +164,33 @@ static void test_errors_name_file_line_key(void **state)
 		     "2: scan_mode: belongs in section [scan], not [cache]");
 	expect_error("[scan]\nscan_on_close = perhaps\n",
 		     "2: scan_on_close: bad value");
-	expect_error("[scan]\njust some words\n",
-		     "2: not 'key = value' or '[section]'");
+	expect_error("[scan]\njust some words\n", "2: just: not 'key = value'");
+	expect_error("[scan]\nscan_on_close\n",
+		     "2: scan_on_close: not 'key = value' (a flag takes yes");
+	expect_error("[scan\nscan_on_close = yes\n",
+		     "1: [scan: unclosed section name");
+}
+
+/* inih would read an indented line as the previous value's continuation. */
+static void test_indented_keys(void **state)
+{
+	char cfgopt[128], err[512];
+	struct fuse_args args;
+	struct clamfs_opts o;
+
+	write_config("[scan]\n    exclude = *.iso\n    exclude = *.tmp\n"
+		     "\t[cache]\n  cache_ttl = 9\n");
+	snprintf(cfgopt, sizeof(cfgopt), "config=%s", path);
+	assert_int_equal(parse((char *[]){"clamfs", "/b", "/m", "-o", cfgopt,
+					  NULL},
+			       &o, &args, err, sizeof(err)),
+			 0);
+	assert_int_equal(o.policy.n_exclude, 2);
+	assert_string_equal(o.policy.exclude[1], "*.tmp");
+	assert_int_equal(o.cache_ttl, 9);
+	fuse_opt_free_args(&args);
+	opts_free(&o);
+	cleanup();
 }
 
 /* A combination is judged once everything is read: no single line. */
@@ -213,6 +238,7 @@ int main(void)
 		cmocka_unit_test(test_file_sets_keys_by_section),
 		cmocka_unit_test(test_command_line_wins),
 		cmocka_unit_test(test_errors_name_file_line_key),
+		cmocka_unit_test(test_indented_keys),
 		cmocka_unit_test(test_incomplete_combination),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_section_table),

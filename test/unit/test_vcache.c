@@ -103,8 +103,12 @@ static void test_clear_and_stale_generation(void **state)
 	struct vcache_file f = file(4), g = file(5);
 	uint64_t before = vcache_generation(vc);
 
-	vcache_insert(vc, &f, VCACHE_CLEAN, NULL, before);
+	struct vcache_counters c;
+
+	vcache_insert(vc, &f, VCACHE_INFECTED, "Sig", before);
 	vcache_clear(vc);
+	vcache_counters(vc, &c);
+	assert_int_equal(c.entries, 0);
 	assert_int_equal(vcache_lookup(vc, &f, NULL, 0), VCACHE_MISS);
 	/* a scan that began before the clear used the old signatures */
 	vcache_insert(vc, &g, VCACHE_CLEAN, NULL, before);
