@@ -39,15 +39,22 @@ static bool version_differs(const struct cdp_version *a,
 static void check_once(struct dbwatch *w)
 {
 	struct cdp_version ver;
-	bool up = cdp_version(w->pool, &ver, NULL) == 0;
+	struct cdp_pool *pool;
+	struct vcache *vc;
+	bool up;
 
+	pthread_mutex_lock(&w->lock);
+	pool = w->pool;
+	vc = w->vc;
+	pthread_mutex_unlock(&w->lock);
+	up = cdp_version(pool, &ver, NULL) == 0;
 	pthread_mutex_lock(&w->lock);
 	w->up = up;
 	pthread_mutex_unlock(&w->lock);
 	if (!up)
 		return; /* the scans report it, with their reason */
 	if (w->known && version_differs(&w->last, &ver)) {
-		vcache_clear(w->vc);
+		vcache_clear(vc);
 		stats_inc(w->stats, STAT_CACHE_CLEARS);
 		log_info("clamd database changed (%s/%lu -> %s/%lu): verdict "
 			 "cache dropped",
@@ -57,6 +64,17 @@ static void check_once(struct dbwatch *w)
 	pthread_mutex_lock(&w->lock);
 	w->last = ver;
 	w->known = true;
+	pthread_mutex_unlock(&w->lock);
+}
+
+void dbwatch_retarget(struct dbwatch *w, struct cdp_pool *pool,
+		      struct vcache *vc)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->pool = pool;
+	w->vc = vc;
 	pthread_mutex_unlock(&w->lock);
 }
 

@@ -23,6 +23,13 @@ int dbwatch_start(struct cdp_pool *pool, struct vcache *vc,
 void dbwatch_stop(struct dbwatch *w);
 
 /*
+ * Points the watch at another pool and cache (SIGHUP): the same thread
+ * goes on, keeping the version it knows. w may be NULL.
+ */
+void dbwatch_retarget(struct dbwatch *w, struct cdp_pool *pool,
+		      struct vcache *vc);
+
+/*
  * What the last check saw, as "key=value\n" lines: clamd_up (0/1),
  * clamd_engine, clamd_db_version, clamd_db_date. w may be NULL.
  */

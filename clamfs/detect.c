@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -156,8 +157,10 @@ static void run_hook(struct detect *d, const struct detection *det,
 {
 	char env[8][PATH_MAX + 32];
 	char *envp[9], *argv[2] = {d->hook, NULL};
+	posix_spawnattr_t sattr;
 	pthread_attr_t attr;
 	pthread_t reaper;
+	sigset_t none;
 	pid_t pid;
 	int ret;
 
@@ -185,7 +188,13 @@ static void run_hook(struct detect *d, const struct detection *det,
 	for (int i = 0; i < 8; i++)
 		envp[i] = env[i];
 	envp[8] = NULL;
-	ret = posix_spawn(&pid, d->hook, NULL, NULL, argv, envp);
+	/* the daemon blocks SIGHUP and SIGUSR1: the program must not */
+	posix_spawnattr_init(&sattr);
+	sigemptyset(&none);
+	posix_spawnattr_setsigmask(&sattr, &none);
+	posix_spawnattr_setflags(&sattr, POSIX_SPAWN_SETSIGMASK);
+	ret = posix_spawn(&pid, d->hook, NULL, &sattr, argv, envp);
+	posix_spawnattr_destroy(&sattr);
 	if (ret) {
 		log_err("infected_cmd %s: %s", d->hook, strerror(ret));
 		return;

@@ -228,13 +228,18 @@ int main(int argc, char *argv[])
 	ret = ret == 0 || ret == SIGTERM || ret == SIGINT ? 0 : 1;
 	notify_stopping();
 	log_info("unmounting %s", mnt);
+	/*
+	 * Scanner threads reply to opens: stop them while the session fd is
+	 * still open (unmounting closes it, and the number may be reused).
+	 */
+	runtime_free(rt);
+	rt = NULL;
 
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
-	/* scanner threads may still reply: stop them before the session */
 	runtime_free(rt);
 	rt = NULL;
 	fuse_session_destroy(se);

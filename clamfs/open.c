@@ -65,8 +65,13 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 	bool writer = may_write(fi->flags);
 	int ret;
 
-	/* pages cached by an earlier open are kept only if nothing changed */
-	fi->keep_cache = st && inode_stamp_unchanged(inode, st);
+	/*
+	 * Pages cached by an earlier open are kept only if nothing changed,
+	 * and never while a writer is open: its shared mapping may hold
+	 * dirty pages that no scan has seen.
+	 */
+	fi->keep_cache = st && inode_stamp_unchanged(inode, st) &&
+			 inode_writers(inode) == 0;
 	/* nothing to flush on close for a reader; spares a round trip */
 	fi->noflush = !writer;
 	fi->fh = (uint64_t)fd;
@@ -211,16 +216,27 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 
 static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 {
+	struct vcache *vc = fs_vcache(p->fs);
 	struct vcache_file f;
 
+	/*
+	 * Not cached: errors; scans while a writer is open or after a write
+	 * through the mount; SCAN by path, where a directory swapped during
+	 * the scan can show clamd another file than ours.
+	 */
 	if (o->res.verdict == CDP_ERROR || inode_writers(p->inode) != 0 ||
-	    inode_write_seq(p->inode) != o->tag)
+	    inode_write_seq(p->inode) != o->tag ||
+	    scanq_mode(p->fs->scanq) == SCAN_MODE_PATH)
 		return;
 	vcache_file_from_stat(&f, &p->st);
-	vcache_insert(fs_vcache(p->fs), &f,
+	vcache_insert(vc, &f,
 		      o->res.verdict == CDP_CLEAN ? VCACHE_CLEAN
 						  : VCACHE_INFECTED,
 		      o->res.text, o->gen);
+	/* a writer that came in meanwhile did not see the entry: drop it */
+	if (inode_writers(p->inode) != 0 ||
+	    inode_write_seq(p->inode) != o->tag)
+		vcache_invalidate(vc, f.dev, f.ino);
 }
 
 static void close_scanned(struct pending *p, const struct scan_outcome *o)
@@ -294,17 +310,38 @@ static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
 	return p;
 }
 
+/*
+ * Scanner thread, before scanning a file a writer holds open: have the
+ * kernel write back the pages dirtied through a shared mapping, so the
+ * scan sees them. Not on the FUSE worker: the write-back needs one.
+ */
+static void flush_writer_pages(void *arg)
+{
+	struct pending *p = arg;
+
+	fuse_lowlevel_notify_inval_inode(p->fs->se,
+					 inode_nodeid(p->fs, p->inode), 0, 0);
+}
+
 static int submit(struct clamfs_fs *fs, struct pending *p)
 {
 	char buf[PATH_MAX];
-	const char *abs = NULL;
 	struct vcache_file f;
+	struct scan_request r = {
+		.file = &f,
+		.tag = p->write_seq,
+		.fd = p->fd,
+		.gen = vcache_generation(fs_vcache(fs)),
+	};
 
 	if (scanq_mode(fs->scanq) == SCAN_MODE_PATH)
-		abs = fs_fd_path(fs, p->fd, true, buf, sizeof(buf));
+		r.path = fs_fd_path(fs, p->fd, true, buf, sizeof(buf));
+	if (p->req && inode_writers(p->inode) != 0) {
+		r.prepare = flush_writer_pages;
+		r.prepare_arg = p;
+	}
 	vcache_file_from_stat(&f, &p->st);
-	return scanq_submit(fs->scanq, &f, p->write_seq, p->fd, abs,
-			    vcache_generation(fs_vcache(fs)), &p->w);
+	return scanq_submit(fs->scanq, &r, &p->w);
 }
 
 /* The policy's verdict without a scan; -1 when a scan must decide. */
@@ -319,7 +356,12 @@ static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 		stats_inc(&fs->stats, STAT_EMPTY);
 		return 0;
 	}
-	if (policy_needs_path(fs_policy(fs)))
+	/*
+	 * FUSE does not say which name was opened, and the path of a hard
+	 * linked file is that of whichever link was looked up first: path
+	 * rules cannot let such a file through unscanned.
+	 */
+	if (policy_needs_path(fs_policy(fs)) && st->st_nlink == 1)
 		rel = fs_fd_path(fs, fd, false, buf, sizeof(buf));
 	switch (policy_decide(fs_policy(fs), rel, ctx->uid, ctx->gid,
 			      (uint64_t)st->st_size)) {
@@ -393,12 +435,18 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 			reply_allowed(req, fs, inode, fd, fi, &st, created);
 			return;
 		case VCACHE_INFECTED:
+			/*
+			 * Moving or deleting it takes a directory lock that a
+			 * request waiting for this worker may hold: a scanner
+			 * thread does that, after a fresh scan.
+			 */
+			if (fs_policy(fs)->on_infected >= INFECTED_QUARANTINE)
+				break;
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
 			ret = act_on_infected(fs, p, "open", sig, true);
 			if (ret) {
 				stats_inc(&fs->stats, STAT_DENIED);
 				reply_refused(req, fs, fd, created, ret);
-				forget_removed_name(fs, p);
 			} else {
 				reply_allowed(req, fs, inode, fd, fi, &st,
 					      created);

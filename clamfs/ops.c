@@ -12,8 +12,13 @@
 void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct clamfs_fs *fs = userdata;
-	unsigned int want = FUSE_CAP_SPLICE_WRITE |
-			    FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_AUTO_INVAL_DATA |
+	/*
+	 * No FUSE_CAP_FLOCK_LOCKS: a blocking flock() would hold a worker
+	 * thread, uninterruptibly, until the lock is free; enough waiters
+	 * and the whole mount hangs. The kernel then keeps flock locks
+	 * itself, between the mount's users, like POSIX locks.
+	 */
+	unsigned int want = FUSE_CAP_SPLICE_WRITE | FUSE_CAP_AUTO_INVAL_DATA |
 			    FUSE_CAP_DONT_MASK | FUSE_CAP_READDIRPLUS |
 			    FUSE_CAP_PARALLEL_DIROPS;
 
@@ -75,7 +80,6 @@ const struct fuse_lowlevel_ops clamfs_ops = {
 	.fallocate = op_fallocate,
 	.copy_file_range = op_copy_file_range,
 	.lseek = op_lseek,
-	.flock = op_flock,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,

@@ -55,8 +55,6 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			size_t len, int flags);
 void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	      struct fuse_file_info *fi);
-void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-	      int op);
 
 /* ops_dir.c */
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

@@ -28,6 +28,7 @@ static struct dir_handle *fi_dir(const struct fuse_file_info *fi)
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dir_handle *d = calloc(1, sizeof(*d));
+	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
 	int fd = -1, ret;
 
@@ -38,8 +39,9 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	ret = req_identity_enter(req, &id);
 	if (ret)
 		goto fail;
-	fd = openat(inode_fd(req_inode(req, ino)), ".",
-		    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* openat(fd, ".") would also need search (x) permission */
+	proc_fd_path(path, inode_fd(req_inode(req, ino)));
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ret = fd == -1 ? -errno : 0;
 	req_identity_leave(&id);
 	if (ret)

@@ -152,6 +152,9 @@ static int kill_suid_for_writer(fuse_req_t req, struct inode *inode,
 		return 0;
 	if ((attr->st_mode & ~priv & 07777) != (st.st_mode & ~priv & 07777) ||
 	    (attr->st_mode & priv & ~st.st_mode) ||
+	    /* the kernel drops S_ISGID only with group execute set */
+	    ((st.st_mode & S_ISGID) && !(st.st_mode & S_IXGRP) &&
+	     !(attr->st_mode & S_ISGID)) ||
 	    (attr->st_mode & priv) == (st.st_mode & priv) ||
 	    st.st_uid == fuse_req_ctx(req)->uid ||
 	    req_check_access(req, inode, W_OK) != 0)

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,8 +77,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	}
 	fd = openat(inode_fd(req_inode(req, parent)), name,
-		    (fi->flags & ~(O_NOFOLLOW | O_NOCTTY | O_DIRECT)) |
-			    O_CREAT | O_CLOEXEC,
+		    (fi->flags & ~(O_NOCTTY | O_DIRECT)) | O_CREAT |
+			    O_NOFOLLOW | O_CLOEXEC,
 		    mode);
 	if (fd == -1)
 		ret = -errno;
@@ -190,12 +189,4 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_lseek(req, res);
-}
-
-void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-	      int op)
-{
-	int ret = flock(fi_fd(fi), op);
-
-	fuse_reply_err(req, ret == -1 ? errno : 0);
 }

@@ -159,6 +159,13 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
+	/* clamd's open would come back through the mount: a deadlock */
+	if (fs->scan_mode == SCAN_MODE_PATH &&
+	    strcmp(fs->backend_path, mountpoint) == 0) {
+		fprintf(stderr, "clamfs: scan_mode=path cannot scan a backend "
+				"mounted over itself; use fdpass or stream\n");
+		goto fail;
+	}
 	fs->policy = &opts->policy;
 	fs->scan_on_close = opts->scan_on_close;
 	fs->quarantine_fd = -1;
@@ -614,6 +621,15 @@ void runtime_reload(struct runtime *rt)
 		next->detect = detect_new(n->infected_cmd,
 					  n->infected_cmd_rate,
 					  rt->mountpoint, &fs->stats);
+		if (!next->detect) {
+			log_err("SIGHUP: no memory for the new hook; nothing "
+				"changed");
+			cdp_pool_free(next->pool);
+			vcache_free(next->vcache);
+			next->pool = NULL;
+			next->vcache = NULL;
+			goto out_args;
+		}
 		note(changes, sizeof(changes), "infected_cmd",
 		     o->infected_cmd ? o->infected_cmd : "none",
 		     n->infected_cmd ? n->infected_cmd : "none");
@@ -639,16 +655,18 @@ void runtime_reload(struct runtime *rt)
 		__atomic_store_n(&fs->vcache, next->vcache, __ATOMIC_RELEASE);
 	if (next->detect)
 		__atomic_store_n(&fs->detect, next->detect, __ATOMIC_RELEASE);
-	if (next->pool || next->vcache) {
-		/* the watch follows the current pool and cache */
-		dbwatch_stop(rt->dbwatch);
-		fs->dbwatch = NULL;
-		rt->dbwatch = NULL;
-		if (dbwatch_start(next->pool ? next->pool : g->pool,
-				  fs_vcache(fs), &fs->stats, o->version_check,
-				  &rt->dbwatch) == 0)
-			fs->dbwatch = rt->dbwatch;
+	if (next->pool) {
+		/*
+		 * Another clamd may have other signatures: verdicts of the
+		 * old one are not trusted.
+		 */
+		vcache_clear(fs_vcache(fs));
+		stats_inc(&fs->stats, STAT_CACHE_CLEARS);
 	}
+	/* the watch follows the current pool and cache */
+	if (next->pool || next->vcache)
+		dbwatch_retarget(rt->dbwatch, next->pool ? next->pool : g->pool,
+				 fs_vcache(fs));
 	/* what was not replaced moves on; g keeps what was, for a while */
 	if (!next->pool) {
 		next->pool = g->pool;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -22,6 +23,8 @@
 struct scan_job {
 	struct vcache_file file;
 	uint64_t tag;
+	void (*prepare)(void *arg);
+	void *prepare_arg;
 	int fd;
 	char *path;
 	uint64_t gen;
@@ -99,7 +102,14 @@ static struct scan_job *job_new(const struct vcache_file *f, int fd,
 
 	if (!job)
 		return NULL;
-	job->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	char link[32];
+
+	/*
+	 * clamd gets a read-only reopening of the opener's file, never the
+	 * opener's fd, which may be open for writing.
+	 */
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	job->fd = open(link, O_RDONLY | O_CLOEXEC);
 	job->cancel = cdp_cancel_new();
 	job->path = path ? strdup(path) : NULL;
 	if (job->fd < 0 || !job->cancel || (path && !job->path)) {
@@ -172,6 +182,8 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	memset(out, 0, sizeof(*out));
 	out->gen = job->gen;
 	out->tag = job->tag;
+	if (job->prepare && !cdp_cancel_triggered(job->cancel))
+		job->prepare(job->prepare_arg);
 	if (cdp_cancel_triggered(job->cancel)) {
 		out->res.verdict = CDP_ERROR;
 		out->res.cat = CDP_ERR_CANCELLED;
@@ -321,19 +333,19 @@ static void withdraw(struct scan_waiter *w, struct scan_job *job)
 		cdp_cancel_trigger(job->cancel);
 }
 
-int scanq_submit(struct scanq *q, const struct vcache_file *f, uint64_t tag,
-		 int fd, const char *path, uint64_t gen,
+int scanq_submit(struct scanq *q, const struct scan_request *r,
 		 struct scan_waiter *w)
 {
-	struct job_list *bucket = bucket_of(q, f);
-	struct scan_job *job;
+	struct job_list *bucket = bucket_of(q, r->file);
+	struct scan_job *job = NULL;
 
 	if (atomic_load(&w->interrupted))
 		return -EINTR;
 	pthread_mutex_lock(&q->lock);
 	LIST_FOREACH(job, bucket, map_link)
 	{
-		if (same_content(&job->file, f) && job->tag == tag)
+		if (same_content(&job->file, r->file) && job->tag == r->tag &&
+		    !job->prepare && !r->prepare)
 			break;
 	}
 	/* a job everybody gave up on is being cancelled: start afresh */
@@ -346,12 +358,14 @@ int scanq_submit(struct scanq *q, const struct vcache_file *f, uint64_t tag,
 	if (job) {
 		q->counters.joined++;
 	} else {
-		job = job_new(f, fd, path, gen);
+		job = job_new(r->file, r->fd, r->path, r->gen);
 		if (!job) {
 			pthread_mutex_unlock(&q->lock);
 			return -ENOMEM;
 		}
-		job->tag = tag;
+		job->tag = r->tag;
+		job->prepare = r->prepare;
+		job->prepare_arg = r->prepare_arg;
 		atomic_store(&job->interested, 1);
 		LIST_INSERT_HEAD(bucket, job, map_link);
 		job->in_map = true;

@@ -69,19 +69,31 @@ enum scan_mode scanq_mode(struct scanq *q);
 /* Stops the threads; queued scans end as cancelled. */
 void scanq_free(struct scanq *q);
 
+/* What to scan. */
+struct scan_request {
+	const struct vcache_file *file; /* identity and content stamp */
+	uint64_t tag;	 /* must also match for two requests to share a scan
+			  * (the count of writes made through the mount) */
+	int fd;		 /* the open file; the queue scans a read-only
+			  * reopening of it, so the caller may close fd */
+	const char *path; /* absolute backend path, for SCAN_MODE_PATH */
+	uint64_t gen;	 /* vcache generation read before the scan */
+	/*
+	 * Run on the scanner thread right before the scan (e.g. to have the
+	 * kernel write back a writer's dirty pages); a request with one
+	 * neither joins nor is joined by another.
+	 */
+	void (*prepare)(void *arg);
+	void *prepare_arg;
+};
+
 /*
- * Asks for a verdict on the file open at fd (the queue scans a duplicate,
- * so the caller may close fd once this returns), whose identity and stamp
- * are f, read in vcache generation gen. path is the file's absolute path
- * in the backend, needed by SCAN_MODE_PATH (may be NULL otherwise).
- * Joins the scan in flight for the same file, stamp and tag if there is
- * one; the tag lets the caller tell apart contents the stamp cannot (the
- * count of writes made through the mount).
- * Returns 0 (w->done will be called exactly once, from a scanner thread),
- * -EINTR when w was interrupted before it could join, or negative errno.
+ * Asks for a verdict. Joins the scan in flight for the same file, stamp
+ * and tag if there is one. Returns 0 (w->done will be called exactly once,
+ * from a scanner thread), -EINTR when w was interrupted before it could
+ * join, or negative errno.
  */
-int scanq_submit(struct scanq *q, const struct vcache_file *f, uint64_t tag,
-		 int fd, const char *path, uint64_t gen,
+int scanq_submit(struct scanq *q, const struct scan_request *r,
 		 struct scan_waiter *w);
 
 /*

@@ -97,6 +97,13 @@ struct vcache *vcache_new(size_t capacity, unsigned int ttl_sec,
 
 	if (!vc)
 		return NULL;
+	/*
+	 * Generations of different caches never meet: a scan that read one
+	 * cache's generation cannot insert into a cache that replaced it.
+	 */
+	static atomic_uint_fast64_t caches_made;
+
+	atomic_store(&vc->generation, atomic_fetch_add(&caches_made, 1) << 40);
 	vc->ttl = ttl_sec;
 	vc->clock = clock ? clock : monotonic_seconds;
 	vc->clock_arg = clock_arg;
