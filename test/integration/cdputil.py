@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from mount_fixture import built_binary
+
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:",
                      "LeakSanitizer", "ERROR: UndefinedBehaviorSanitizer")
 SANITIZE = os.environ.get("CLAMFS_SANITIZE", "0").lower() in ("1", "on",
@@ -14,14 +16,7 @@ SANITIZE = os.environ.get("CLAMFS_SANITIZE", "0").lower() in ("1", "on",
 
 
 def scan_bin():
-    b = os.environ.get("CLAMFS_SCAN_BIN")
-    if not b:
-        bd = os.environ.get("CLAMFS_BUILD_DIR")
-        if bd:
-            b = os.path.join(bd, "clamdproto", "clamfs-scan")
-    if not b or not os.access(b, os.X_OK):
-        pytest.fail(f"CLAMFS_SCAN_BIN not set or not executable: {b!r}")
-    return b
+    return built_binary("CLAMFS_SCAN_BIN", "clamdproto", "clamfs-scan")
 
 
 def stress_bin():

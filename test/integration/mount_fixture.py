@@ -20,15 +20,21 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:",
                      "LeakSanitizer", "ERROR: UndefinedBehaviorSanitizer")
 
 
-def clamfs_bin():
-    b = os.environ.get("CLAMFS_BIN")
+def built_binary(env_var, *rel):
+    """The program named by env_var, else CLAMFS_BUILD_DIR/rel...; the test
+    fails when it is not there."""
+    b = os.environ.get(env_var)
     if not b:
         bd = os.environ.get("CLAMFS_BUILD_DIR")
         if bd:
-            b = os.path.join(bd, "clamfs", "clamfs")
+            b = os.path.join(bd, *rel)
     if not b or not os.access(b, os.X_OK):
-        pytest.fail(f"CLAMFS_BIN not set or not executable: {b!r}")
+        pytest.fail(f"{env_var} not set or not executable: {b!r}")
     return b
+
+
+def clamfs_bin():
+    return built_binary("CLAMFS_BIN", "clamfs", "clamfs")
 
 
 def extra_test_opts():
