@@ -80,7 +80,6 @@ int req_check_access(fuse_req_t req, struct inode *inode, int mode)
 	struct req_identity id = {0};
 	int ret;
 
-	id.groups = NULL;
 	if (creds_need_switch(ctx->uid, ctx->gid)) {
 		ret = identity_fetch_groups(req, &id);
 		who.ngroups = ret < 0 ? 0 : ret;
