@@ -101,30 +101,19 @@ int creds_access(int fd, int mode, const struct creds *who)
 {
 	int ret = 0;
 
-	if (!creds_need_switch(who->uid, who->gid)) {
-		if (syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH) == -1)
-			return -errno;
-		return 0;
-	}
 	/*
-	 * Only groups and real ids change, never the fsuid: setresuid()
-	 * resets the fsuid to the euid without giving back the capabilities
-	 * a switched fsuid dropped, which would leave this worker thread
-	 * without CAP_DAC_OVERRIDE for good.
+	 * Judged by the switched fsuid, fsgid and groups (AT_EACCESS), never
+	 * by real ids: the kernel lets a process signal any thread whose real
+	 * uid is its own, so a thread that took the caller's real uid, even
+	 * for one syscall, could be stopped or killed by that caller.
 	 */
-	if (who->ngroups >= 0) {
-		ret = thread_setgroups(who->ngroups, who->groups);
-		if (ret)
-			return ret;
-	}
-	/* raw syscalls: glibc's wrappers would change every thread */
-	if (syscall(SYS_setresgid, who->gid, (gid_t)-1, (gid_t)-1) == -1 ||
-	    syscall(SYS_setresuid, who->uid, (uid_t)-1, (uid_t)-1) == -1)
+	ret = creds_assume(who);
+	if (ret)
+		return ret;
+	if (syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) ==
+	    -1)
 		ret = -errno;
-	else if (syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH) == -1)
-		ret = -errno;
-	syscall(SYS_setresuid, daemon_uid, (uid_t)-1, (uid_t)-1);
-	syscall(SYS_setresgid, daemon_gid, (gid_t)-1, (gid_t)-1);
-	thread_setgroups(daemon_ngroups, daemon_groups);
+	if (creds_need_switch(who->uid, who->gid))
+		creds_restore();
 	return ret;
 }

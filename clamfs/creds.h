@@ -36,8 +36,8 @@ void creds_restore(void);
 
 /*
  * access(2) of the object open at fd (any fd, O_PATH included) as *who,
- * with the backend's full rules (ACLs too): faccessat judges by the real
- * ids, so the thread's real uid/gid are switched for the call only.
+ * with the backend's full rules (ACLs too), judged under the switched
+ * fsuid/fsgid/groups: no real or saved id of the thread ever changes.
  * mode is R_OK|W_OK|X_OK or F_OK. 0 or negative errno. Call with the
  * daemon's identity (not between creds_assume and creds_restore).
  */
