@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "creds.h"
+#include "log.h"
 
 void proc_fd_path(char buf[PROC_FD_PATH_MAX], int fd)
 {
@@ -26,19 +27,43 @@ static int identity_fetch_groups(fuse_req_t req, struct req_identity *id)
 
 	id->groups = id->small_groups;
 	n = fuse_req_getgroups(req, (int)cap, id->groups);
-	if (n < 0)
-		return n;
-	if ((size_t)n > cap) {
+	if (n >= 0 && (size_t)n > cap) {
 		/* the set can change between calls: ask until it fits */
 		cap = (size_t)n + 16;
 		id->groups = calloc(cap, sizeof(gid_t));
 		if (!id->groups)
 			return -ENOMEM;
 		n = fuse_req_getgroups(req, (int)cap, id->groups);
-		if (n < 0 || (size_t)n > cap)
-			return n < 0 ? n : -E2BIG;
+		if (n >= 0 && (size_t)n > cap)
+			n = -E2BIG;
 	}
 	return n;
+}
+
+/*
+ * The requester's supplementary groups, or an error that refuses the
+ * request. Judging without them is not "fewer rights": a mode such as
+ * 0604 gives others what it denies the group, and ACLs can deny a group.
+ */
+static int identity_groups(fuse_req_t req, struct req_identity *id,
+			   struct creds *who)
+{
+	static struct log_limit limit;
+	unsigned long held_back;
+	int n = identity_fetch_groups(req, id);
+
+	if (n >= 0) {
+		who->ngroups = n;
+		who->groups = id->groups;
+		return 0;
+	}
+	if (log_limit_pass(&limit, &held_back))
+		log_warn("request refused: supplementary groups of pid=%d "
+			 "uid=%u unknown (%s) suppressed_before=%lu",
+			 (int)fuse_req_ctx(req)->pid,
+			 (unsigned)fuse_req_ctx(req)->uid, strerror(-n),
+			 held_back);
+	return -EACCES;
 }
 
 static int identity_enter(fuse_req_t req, struct req_identity *id,
@@ -57,14 +82,9 @@ static int identity_enter(fuse_req_t req, struct req_identity *id,
 	}
 	if (!creds_need_switch(ctx->uid, ctx->gid))
 		return 0;
-	ret = identity_fetch_groups(req, id);
-	/*
-	 * Without the caller's supplementary groups the backend would judge
-	 * with too few rights (never too many): better than refusing.
-	 */
-	who.ngroups = ret < 0 ? 0 : ret;
-	who.groups = id->groups;
-	ret = creds_assume(&who);
+	ret = identity_groups(req, id, &who);
+	if (ret == 0)
+		ret = creds_assume(&who);
 	if (ret) {
 		req_identity_leave(id);
 		return ret;
@@ -78,14 +98,12 @@ int req_check_access(fuse_req_t req, struct inode *inode, int mode)
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct creds who = {.uid = ctx->uid, .gid = ctx->gid};
 	struct req_identity id = {0};
-	int ret;
+	int ret = 0;
 
-	if (creds_need_switch(ctx->uid, ctx->gid)) {
-		ret = identity_fetch_groups(req, &id);
-		who.ngroups = ret < 0 ? 0 : ret;
-		who.groups = id.groups;
-	}
-	ret = creds_access(inode_fd(inode), mode, &who);
+	if (creds_need_switch(ctx->uid, ctx->gid))
+		ret = identity_groups(req, &id, &who);
+	if (ret == 0)
+		ret = creds_access(inode_fd(inode), mode, &who);
 	if (id.groups && id.groups != id.small_groups)
 		free(id.groups);
 	return ret;
@@ -208,3 +226,4 @@ const char *fs_fd_path(struct clamfs_fs *fs, int fd, bool absolute, char *buf,
 		return NULL;
 	return buf + fs->backend_len + 1;
 }
+
