@@ -138,4 +138,13 @@ int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e);
 const char *fs_fd_path(struct clamfs_fs *fs, int fd, bool absolute, char *buf,
 		       size_t len);
 
+/*
+ * Like fs_fd_path, but only when that path is provably the file's one and
+ * only name right now (it resolves, without symlinks, to this very file,
+ * which has a single link); NULL otherwise. What name rules judge by: a
+ * stale, deleted or second name must never exempt a file from scanning.
+ */
+const char *fs_fd_only_name(struct clamfs_fs *fs, int fd, char *buf,
+			    size_t len);
+
 #endif

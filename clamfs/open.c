@@ -357,12 +357,12 @@ static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 		return 0;
 	}
 	/*
-	 * FUSE does not say which name was opened, and the path of a hard
-	 * linked file is that of whichever link was looked up first: path
-	 * rules cannot let such a file through unscanned.
+	 * FUSE does not say which name was opened: path rules judge the
+	 * file's only name, and a file whose name cannot be proven (hard
+	 * linked, renamed or unlinked since the daemon learnt it) is scanned.
 	 */
-	if (policy_needs_path(fs_policy(fs)) && st->st_nlink == 1)
-		rel = fs_fd_path(fs, fd, false, buf, sizeof(buf));
+	if (policy_needs_path(fs_policy(fs)))
+		rel = fs_fd_only_name(fs, fd, buf, sizeof(buf));
 	switch (policy_decide(fs_policy(fs), rel, ctx->uid, ctx->gid,
 			      (uint64_t)st->st_size)) {
 	case POLICY_SCAN:

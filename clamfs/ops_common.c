@@ -7,9 +7,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "creds.h"
@@ -227,3 +229,49 @@ const char *fs_fd_path(struct clamfs_fs *fs, int fd, bool absolute, char *buf,
 	return buf + fs->backend_len + 1;
 }
 
+/*
+ * Whether rel, resolved from the backend root without following any
+ * symlink, is the very file st describes.
+ */
+static bool names_file(struct clamfs_fs *fs, const char *rel,
+		       const struct stat *st)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+			   RESOLVE_NO_MAGICLINKS,
+	};
+	struct stat found;
+	bool same;
+	int fd;
+
+	fd = (int)syscall(SYS_openat2, inode_fd(itab_root(fs->itab)), rel, &how,
+			  sizeof(how));
+	if (fd == -1)
+		return false;
+	same = fstat(fd, &found) == 0 && found.st_dev == st->st_dev &&
+	       found.st_ino == st->st_ino;
+	close(fd);
+	return same;
+}
+
+const char *fs_fd_only_name(struct clamfs_fs *fs, int fd, char *buf,
+			    size_t len)
+{
+	const char *rel = fs_fd_path(fs, fd, false, buf, len);
+	struct stat st;
+
+	/*
+	 * The kernel names an fd by the dentry it was opened through: after
+	 * that name is unlinked it says "NAME (deleted)" and a second link
+	 * goes unmentioned. So the name must resolve to this very file, and
+	 * the file must have no other, checked in that order: a link added
+	 * meanwhile shows in the count.
+	 */
+	if (!rel || !*rel || fstat(fd, &st) == -1 || st.st_nlink != 1 ||
+	    !names_file(fs, rel, &st))
+		return NULL;
+	if (fstat(fd, &st) == -1 || st.st_nlink != 1)
+		return NULL;
+	return rel;
+}
