@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "action.h"
+#include "creds.h"
 #include "log.h"
 
 /* An open (or close scan) waiting for its verdict. */
@@ -477,10 +478,51 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 	}
 }
 
+/*
+ * A read-only reopening of a writer's file for its close scan, as the
+ * file's owner: root may not read it (NFS root_squash), and the daemon
+ * should not read what the owner could not. -1 when it cannot be had.
+ */
+static int reopen_as_owner(int fd, const struct stat *st)
+{
+	struct creds owner = {.uid = st->st_uid, .gid = st->st_gid};
+	char link[PROC_FD_PATH_MAX];
+	int rfd, err;
+
+	proc_fd_path(link, fd);
+	if (creds_assume(&owner) != 0)
+		return -1;
+	rfd = open(link, O_RDONLY | O_CLOEXEC);
+	err = errno;
+	creds_restore();
+	errno = err;
+	return rfd;
+}
+
+/* Whether the policy wants a close scan of this file, and counts it. */
+static bool close_scan_wanted(struct clamfs_fs *fs, int fd,
+			      const struct stat *st)
+{
+	const struct policy *pol = fs_policy(fs);
+	char buf[PATH_MAX];
+	const char *rel = NULL;
+
+	if (st->st_size == 0)
+		return false;
+	if (policy_needs_path(pol))
+		rel = fs_fd_only_name(fs, fd, buf, sizeof(buf));
+	/*
+	 * A release carries no caller: the owner, the uploader of a new
+	 * file, is who exempt_uid/exempt_gid judge. Oversize files are left
+	 * to the open-time rule; there is nobody to refuse here.
+	 */
+	return policy_decide(pol, rel, st->st_uid, st->st_gid,
+			     (uint64_t)st->st_size) == POLICY_SCAN;
+}
+
 void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 		  int flags)
 {
-	char link[PROC_FD_PATH_MAX];
 	struct pending *p;
 	struct stat st;
 	int rfd;
@@ -488,19 +530,16 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 	if (!may_write(flags) || inode_writers_add(inode, -1) != 0 ||
 	    !fs_scan_on_close(fs) || inode_type(inode) != S_IFREG)
 		goto out;
+	if (fstat(fd, &st) == -1 || !close_scan_wanted(fs, fd, &st))
+		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
-	proc_fd_path(link, fd);
-	rfd = open(link, O_RDONLY | O_CLOEXEC);
+	rfd = reopen_as_owner(fd, &st);
 	if (rfd == -1)
 		goto out;
-	if (fstat(rfd, &st) == -1 || st.st_size == 0 ||
-	    (fs_policy(fs)->max_scan_size &&
-	     (uint64_t)st.st_size > fs_policy(fs)->max_scan_size) ||
-	    !(p = pending_new(fs, inode, rfd, &st))) {
+	if (fstat(rfd, &st) == -1 || !(p = pending_new(fs, inode, rfd, &st))) {
 		close(rfd);
 		goto out;
 	}
-	/* a release carries no caller: name the file's owner, the uploader */
 	p->uid = st.st_uid;
 	p->gid = st.st_gid;
 	stats_inc(&fs->stats, STAT_CLOSE_SCANS);
