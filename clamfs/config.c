@@ -42,6 +42,7 @@ static const struct {
 	{"scan_on_close", "scan"},
 	{"cache_entries", "cache"},
 	{"cache_ttl", "cache"},
+	{"racy_window", "cache"},
 	{"on_infected", "action"},
 	{"on_error", "action"},
 	{"deny_errno", "action"},

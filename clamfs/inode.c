@@ -278,6 +278,13 @@ bool inode_stamp_unchanged(struct inode *inode, const struct stat *st)
 	return same;
 }
 
+void inode_stamp_forget(struct inode *inode)
+{
+	pthread_mutex_lock(&inode->stamp_lock);
+	inode->stamp_valid = false;
+	pthread_mutex_unlock(&inode->stamp_lock);
+}
+
 int inode_writers_add(struct inode *inode, int delta)
 {
 	return atomic_fetch_add(&inode->writers, delta) + delta;

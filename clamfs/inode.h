@@ -61,6 +61,12 @@ mode_t inode_type(const struct inode *inode);
 bool inode_stamp_unchanged(struct inode *inode, const struct stat *st);
 
 /*
+ * Drops the recorded stamp: the next inode_stamp_unchanged says false. For
+ * a stamp too young to prove the content (vcache_stamp_settled).
+ */
+void inode_stamp_forget(struct inode *inode);
+
+/*
  * Writers through the mount: while any is open, no cached verdict is
  * trusted for the file. inode_writers_add returns the new count.
  */

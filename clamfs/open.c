@@ -13,11 +13,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "action.h"
 #include "creds.h"
 #include "log.h"
+
+/*
+ * A file's stat and the wall-clock time read just before it: whether the
+ * stat can vouch for the content depends on how old its ctime was then.
+ */
+struct stamp {
+	struct stat st;
+	int64_t taken_ns; /* CLOCK_REALTIME */
+};
+
+static int stamp_fd(int fd, struct stamp *s)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	s->taken_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+	return fstat(fd, &s->st) == -1 ? -errno : 0;
+}
+
+static bool stamp_settled(struct clamfs_fs *fs, const struct stamp *s)
+{
+	struct vcache_file f;
+
+	vcache_file_from_stat(&f, &s->st);
+	return vcache_stamp_settled(&f, s->taken_ns,
+				    (int64_t)fs_policy(fs)->racy_window *
+					    1000000000);
+}
 
 /* An open (or close scan) waiting for its verdict. */
 struct pending {
@@ -29,7 +58,7 @@ struct pending {
 	struct fuse_entry_param entry;
 	struct inode *inode;
 	int fd;
-	struct stat st;
+	struct stamp stamp;
 	uint64_t write_seq;
 	struct stat removed_from; /* parent dir of a quarantined/deleted name */
 	char removed_name[NAME_MAX + 1];
@@ -60,7 +89,7 @@ static void reply_refused(fuse_req_t req, struct clamfs_fs *fs, int fd,
 
 static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 			  struct inode *inode, int fd,
-			  struct fuse_file_info *fi, const struct stat *st,
+			  struct fuse_file_info *fi, const struct stamp *st,
 			  const struct fuse_entry_param *created)
 {
 	bool writer = may_write(fi->flags);
@@ -69,10 +98,13 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 	/*
 	 * Pages cached by an earlier open are kept only if nothing changed,
 	 * and never while a writer is open: its shared mapping may hold
-	 * dirty pages that no scan has seen.
+	 * dirty pages that no scan has seen. A stamp too young to vouch for
+	 * the content is not recorded, so the next open drops the pages.
 	 */
-	fi->keep_cache = st && inode_stamp_unchanged(inode, st) &&
+	fi->keep_cache = st && inode_stamp_unchanged(inode, &st->st) &&
 			 inode_writers(inode) == 0;
+	if (st && !stamp_settled(fs, st))
+		inode_stamp_forget(inode);
 	/* nothing to flush on close for a reader; spares a round trip */
 	fi->noflush = !writer;
 	fi->fh = (uint64_t)fd;
@@ -148,7 +180,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 		break;
 	case INFECTED_QUARANTINE:
 		ret = rel ? action_quarantine(inode_fd(itab_root(fs->itab)), rel,
-					      p->st.st_dev, p->st.st_ino,
+					      p->stamp.st.st_dev, p->stamp.st.st_ino,
 					      fs->quarantine_fd, dest,
 					      sizeof(dest), &p->removed_from)
 			  : -ENOENT;
@@ -162,11 +194,11 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "quarantine_failed=\"%s\"", strerror(-ret));
 		}
 		det.outcome = outcome;
-		vcache_invalidate(fs_vcache(fs), p->st.st_dev, p->st.st_ino);
+		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev, p->stamp.st.st_ino);
 		break;
 	case INFECTED_DELETE:
 		ret = rel ? action_delete(inode_fd(itab_root(fs->itab)), rel,
-					  p->st.st_dev, p->st.st_ino,
+					  p->stamp.st.st_dev, p->stamp.st.st_ino,
 					  &p->removed_from)
 			  : -ENOENT;
 		if (ret == 0) {
@@ -178,7 +210,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "delete_failed=\"%s\"", strerror(-ret));
 			det.outcome = outcome;
 		}
-		vcache_invalidate(fs_vcache(fs), p->st.st_dev, p->st.st_ino);
+		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev, p->stamp.st.st_ino);
 		break;
 	}
 	detect_report(fs_detect(fs), &det);
@@ -223,13 +255,15 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 	/*
 	 * Not cached: errors; scans while a writer is open or after a write
 	 * through the mount; SCAN by path, where a directory swapped during
-	 * the scan can show clamd another file than ours.
+	 * the scan can show clamd another file than ours; a stamp too young
+	 * to tell a same-tick rewrite from the content scanned.
 	 */
 	if (o->res.verdict == CDP_ERROR || inode_writers(p->inode) != 0 ||
 	    inode_write_seq(p->inode) != o->tag ||
-	    scanq_mode(p->fs->scanq) == SCAN_MODE_PATH)
+	    scanq_mode(p->fs->scanq) == SCAN_MODE_PATH ||
+	    !stamp_settled(p->fs, &p->stamp))
 		return;
-	vcache_file_from_stat(&f, &p->st);
+	vcache_file_from_stat(&f, &p->stamp.st);
 	vcache_insert(vc, &f,
 		      o->res.verdict == CDP_CLEAN ? VCACHE_CLEAN
 						  : VCACHE_INFECTED,
@@ -283,7 +317,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		reply_refused(p->req, fs, p->fd, created, err);
 		forget_removed_name(fs, p);
 	} else {
-		reply_allowed(p->req, fs, p->inode, p->fd, &p->fi, &p->st,
+		reply_allowed(p->req, fs, p->inode, p->fd, &p->fi, &p->stamp,
 			      created);
 	}
 out:
@@ -296,7 +330,7 @@ static void interrupted(fuse_req_t req, void *data)
 }
 
 static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
-				   int fd, const struct stat *st)
+				   int fd, const struct stamp *st)
 {
 	struct pending *p = calloc(1, sizeof(*p));
 
@@ -306,7 +340,7 @@ static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
 	p->fs = fs;
 	p->inode = inode;
 	p->fd = fd;
-	p->st = *st;
+	p->stamp = *st;
 	p->write_seq = inode_write_seq(inode);
 	return p;
 }
@@ -341,7 +375,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		r.prepare = flush_writer_pages;
 		r.prepare_arg = p;
 	}
-	vcache_file_from_stat(&f, &p->st);
+	vcache_file_from_stat(&f, &p->stamp.st);
 	return scanq_submit(fs->scanq, &r, &p->w);
 }
 
@@ -390,15 +424,16 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 	char sig[CDP_TEXT_MAX];
 	struct vcache_file f;
 	struct pending *p;
-	struct stat st;
+	struct stamp st;
 	int ret;
 
 	if (inode_type(inode) != S_IFREG) {
 		reply_allowed(req, fs, inode, fd, fi, NULL, created);
 		return;
 	}
-	if (fstat(fd, &st) == -1) {
-		reply_refused(req, fs, fd, created, errno);
+	ret = stamp_fd(fd, &st);
+	if (ret) {
+		reply_refused(req, fs, fd, created, -ret);
 		return;
 	}
 	if (!may_read(fi->flags)) {
@@ -407,7 +442,7 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 		return;
 	}
 	stats_inc(&fs->stats, STAT_OPENS_CHECKED);
-	ret = decide_unscanned(req, fs, fd, &st);
+	ret = decide_unscanned(req, fs, fd, &st.st);
 	if (ret == 0) {
 		reply_allowed(req, fs, inode, fd, fi, &st, created);
 		return;
@@ -428,7 +463,7 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 	p->gid = ctx->gid;
 	/* a writer through the mount makes any cached verdict untrustworthy */
 	if (inode_writers(inode) == 0) {
-		vcache_file_from_stat(&f, &st);
+		vcache_file_from_stat(&f, &st.st);
 		switch (vcache_lookup(fs_vcache(fs), &f, sig, sizeof(sig))) {
 		case VCACHE_CLEAN:
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
@@ -524,24 +559,25 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 		  int flags)
 {
 	struct pending *p;
-	struct stat st;
+	struct stamp st;
 	int rfd;
 
 	if (!may_write(flags) || inode_writers_add(inode, -1) != 0 ||
 	    !fs_scan_on_close(fs) || inode_type(inode) != S_IFREG)
 		goto out;
-	if (fstat(fd, &st) == -1 || !close_scan_wanted(fs, fd, &st))
+	if (stamp_fd(fd, &st) != 0 || !close_scan_wanted(fs, fd, &st.st))
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
-	rfd = reopen_as_owner(fd, &st);
+	rfd = reopen_as_owner(fd, &st.st);
 	if (rfd == -1)
 		goto out;
-	if (fstat(rfd, &st) == -1 || !(p = pending_new(fs, inode, rfd, &st))) {
+	if (stamp_fd(rfd, &st) != 0 ||
+	    !(p = pending_new(fs, inode, rfd, &st))) {
 		close(rfd);
 		goto out;
 	}
-	p->uid = st.st_uid;
-	p->gid = st.st_gid;
+	p->uid = st.st.st_uid;
+	p->gid = st.st.st_gid;
 	stats_inc(&fs->stats, STAT_CLOSE_SCANS);
 	/* nothing else keeps the inode alive until the verdict is in */
 	itab_find_ref(fs->itab, inode_dev(inode), inode_ino(inode));

@@ -35,6 +35,7 @@ enum opt_key {
 	KEY_CLAMD_CONNECTIONS,
 	KEY_CACHE_ENTRIES,
 	KEY_CACHE_TTL,
+	KEY_RACY_WINDOW,
 	KEY_VERSION_CHECK,
 	KEY_SCAN_ON_CLOSE,
 	KEY_ON_ERROR,
@@ -83,6 +84,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("clamd_connections=", KEY_CLAMD_CONNECTIONS),
 	FUSE_OPT_KEY("cache_entries=", KEY_CACHE_ENTRIES),
 	FUSE_OPT_KEY("cache_ttl=", KEY_CACHE_TTL),
+	FUSE_OPT_KEY("racy_window=", KEY_RACY_WINDOW),
 	FUSE_OPT_KEY("version_check=", KEY_VERSION_CHECK),
 	FUSE_OPT_KEY("scan_on_close", KEY_SCAN_ON_CLOSE),
 	FUSE_OPT_KEY("scan_on_close=", KEY_SCAN_ON_CLOSE),
@@ -282,6 +284,8 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 				   &opts->cache_entries);
 	case KEY_CACHE_TTL:
 		return parse_uint(ctx, arg, 0, 30 * 86400, &opts->cache_ttl);
+	case KEY_RACY_WINDOW:
+		return parse_uint(ctx, arg, 0, 3600, &p->racy_window);
 	case KEY_VERSION_CHECK:
 		return parse_uint(ctx, arg, 0, 86400, &opts->version_check);
 	case KEY_CLAMD_WAIT:
@@ -773,6 +777,8 @@ void opts_print_help(FILE *out, const char *progname)
 		"    -o scan_on_close        scan a file when its last writer closes\n"
 		"    -o cache_entries=N      verdict cache size (100000)\n"
 		"    -o cache_ttl=SEC        verdict lifetime; 0: no cache (3600)\n"
+		"    -o racy_window=SEC      no verdict is cached for a file\n"
+		"                            changed this recently (2)\n"
 		"    -o version_check=SEC    clamd database check interval (60)\n"
 		"    -o clamd_wait=SEC       wait this long at start for clamd (0)\n"
 		"\n",

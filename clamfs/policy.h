@@ -33,6 +33,12 @@ struct policy {
 	bool on_error_allow;	/* scan failed: allow (fail open), else EIO */
 	enum infected_action on_infected;
 	int deny_errno; /* EACCES or EPERM */
+	/*
+	 * Seconds: a verdict (and the page cache) is trusted only for a
+	 * file whose ctime is older than this when its stamp was taken, so a
+	 * rewrite within the same timestamp tick cannot keep the stamp.
+	 */
+	unsigned int racy_window;
 };
 
 enum policy_decision {

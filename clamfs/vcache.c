@@ -233,6 +233,15 @@ static void shard_remove(struct vshard *s, uint32_t *link)
 	s->entries--;
 }
 
+bool vcache_stamp_settled(const struct vcache_file *f, int64_t taken_ns,
+			  int64_t window_ns)
+{
+	if (window_ns <= 0)
+		return true;
+	/* a ctime in the future (clock skew) is never settled */
+	return f->ctime_ns < taken_ns && taken_ns - f->ctime_ns > window_ns;
+}
+
 static bool stamp_equal(const struct ventry *e, const struct vcache_file *f)
 {
 	return e->size == f->size && e->mtime_ns == f->mtime_ns &&

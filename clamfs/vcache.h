@@ -13,6 +13,7 @@
 #ifndef CLAMFS_VCACHE_H
 #define CLAMFS_VCACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -72,6 +73,17 @@ enum vcache_verdict vcache_lookup(struct vcache *vc,
  */
 void vcache_insert(struct vcache *vc, const struct vcache_file *f,
 		   enum vcache_verdict verdict, const char *sig, uint64_t gen);
+
+/*
+ * Whether a stamp taken at taken_ns (CLOCK_REALTIME, read before the stat)
+ * proves anything: only when the file's ctime was already older than
+ * window_ns then. A file changed within the same timestamp tick as an
+ * earlier change keeps its size, mtime and ctime ("racily clean"), so a
+ * verdict for a younger stamp could outlive the content it judged.
+ * window_ns 0 trusts every stamp.
+ */
+bool vcache_stamp_settled(const struct vcache_file *f, int64_t taken_ns,
+			  int64_t window_ns);
 
 /* Forgets the inode's entry, whatever its stamp. */
 void vcache_invalidate(struct vcache *vc, dev_t dev, ino_t ino);

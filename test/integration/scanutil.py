@@ -40,10 +40,17 @@ def ensure_marker_signature(clamd):
 
 def mount_scan(mount_clamfs, addr, *opts, backend=None, **kw):
     """A foreground clamfs (allow_other) scanning against clamd at addr
-    (a socket path, "tcp://..." or a Clamd object's socket)."""
+    (a socket path, "tcp://..." or a Clamd object's socket).
+
+    These suites write a file and open it at once; under the default
+    racy_window (2 s) every such open is a fresh scan, since a rewrite in
+    the same timestamp tick could not be told apart. So the window is 0
+    here unless a test sets it: test_sec_racy.py covers the default."""
     if hasattr(addr, "socket"):
         addr = addr.socket
     o = [] if addr is None else ["clamd=" + addr]
+    if not any(x.startswith("racy_window=") for x in opts):
+        o.append("racy_window=0")
     o += list(opts)
     return mount_clamfs(backend=backend, opts=o, **kw)
 

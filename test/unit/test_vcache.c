@@ -208,6 +208,28 @@ static void *hammer(void *arg)
 	return NULL;
 }
 
+/* The racily-clean rule, with the stat time injected. */
+static void test_stamp_settled(void **state)
+{
+	const int64_t sec = 1000000000;
+	struct vcache_file f = file(9);
+	int64_t ctime = f.ctime_ns;
+
+	(void)state;
+	/* a whole-second backend: ctime 0.9 s before the stat, window 2 s */
+	assert_false(vcache_stamp_settled(&f, ctime + sec * 9 / 10, 2 * sec));
+	/* exactly the window old: a rewrite could still share the tick */
+	assert_false(vcache_stamp_settled(&f, ctime + 2 * sec, 2 * sec));
+	assert_true(vcache_stamp_settled(&f, ctime + 2 * sec + 1, 2 * sec));
+	assert_true(vcache_stamp_settled(&f, ctime + 3600 * sec, 2 * sec));
+	/* ctime in the future of this host's clock (skew): never settled */
+	assert_false(vcache_stamp_settled(&f, ctime - sec, 2 * sec));
+	assert_false(vcache_stamp_settled(&f, ctime, 2 * sec));
+	/* window 0: every stamp trusted */
+	assert_true(vcache_stamp_settled(&f, ctime, 0));
+	assert_true(vcache_stamp_settled(&f, ctime - sec, 0));
+}
+
 static void test_threads(void **state)
 {
 	pthread_t th[4];
@@ -235,6 +257,7 @@ int main(void)
 		cmocka_unit_test(test_lru_eviction),
 		cmocka_unit_test(test_disabled_cache_holds_nothing),
 		cmocka_unit_test(test_million_entries_fit_100MB),
+		cmocka_unit_test(test_stamp_settled),
 		cmocka_unit_test(test_threads),
 	};
 

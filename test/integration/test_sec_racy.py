@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# "Racily clean" verdicts: a backend whose timestamps keep whole seconds (a
+# loop-mounted ext4 image with 128-byte inodes, as FAT or many NFS/CIFS
+# servers tick in 1-2 s) lets a same-size rewrite within one second keep
+# size, mtime and ctime. A verdict, or page cache, stamped with such a
+# young ctime must not be trusted: the next open scans again.
+import os
+import subprocess
+import time
+
+import pytest
+
+from scanutil import delta, mount_scan, put, stats, try_read
+
+CLEAN = b"C" * 68  # as long as the EICAR test file
+
+
+@pytest.fixture
+def coarse_backend(mount_clamfs):
+    """A directory on ext4 with whole-second timestamps."""
+    base = mount_clamfs.tempdir("clamfs-racy")
+    img = os.path.join(base, "img")
+    mnt = os.path.join(base, "b")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(32 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", img], check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
+    os.chmod(mnt, 0o755)
+    try:
+        yield mnt
+    finally:
+        for _ in range(50):
+            if subprocess.run(["umount", mnt],
+                              stderr=subprocess.DEVNULL).returncode == 0:
+                break
+            time.sleep(0.1)
+
+
+def stamp(path):
+    st = os.stat(path)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def rewrite_in_place(path, data):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, data, 0)
+    finally:
+        os.close(fd)
+
+
+def drop_page_cache():
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("1")
+
+
+def same_second_rewrite(m, name, first, second, check, tries=10):
+    """Writes `first` to the backend, has the mount read it, rewrites it
+    with `second` within the same second (retrying when a second boundary
+    fell in between), then calls check(). Returns how many rounds ran."""
+    done = 0
+    while done < tries:
+        # start just after a second boundary: the rounds fit in one second
+        time.sleep(1.02 - time.time() % 1)
+        put(m.b(name), first)
+        before = stamp(m.b(name))
+        assert before[1] % 1_000_000_000 == 0, "backend keeps sub-seconds"
+        assert try_read(m.m(name)) == ("ok", first)
+        rewrite_in_place(m.b(name), second)
+        if stamp(m.b(name)) != before:
+            continue  # crossed a second: not the case under test
+        check()
+        done += 1
+    return done
+
+
+def test_same_second_rewrite_is_rescanned(mount_clamfs, clamd, coarse_backend):
+    m = mount_scan(mount_clamfs, clamd, "racy_window=2",
+                   backend=coarse_backend)
+    results = []
+
+    def check():
+        drop_page_cache()
+        results.append(try_read(m.m("x")))
+
+    s0 = stats(m.mnt)
+    assert same_second_rewrite(m, "x", CLEAN, clamd.eicar, check) == 10
+    assert results == [("err", "EACCES")] * 10, results
+    d = delta(s0, stats(m.mnt), "opens_cache_hit")
+    assert d == {"opens_cache_hit": 0}, d
+
+
+def test_window_zero_trusts_stamps_control(mount_clamfs, clamd,
+                                           coarse_backend):
+    # the control: the same sequence with the rule off is served from the
+    # cache, which is what racy_window prevents
+    m = mount_scan(mount_clamfs, clamd, "racy_window=0",
+                   backend=coarse_backend)
+    results = []
+
+    def check():
+        drop_page_cache()
+        results.append(try_read(m.m("x")))
+
+    assert same_second_rewrite(m, "x", CLEAN, clamd.eicar, check, 3) == 3
+    assert results == [("ok", clamd.eicar)] * 3, results
+
+
+def test_same_second_rewrite_drops_page_cache(mount_clamfs, clamd,
+                                              coarse_backend):
+    m = mount_scan(mount_clamfs, clamd, "racy_window=2",
+                   backend=coarse_backend)
+    results = []
+    other = b"D" * 68
+
+    def check():
+        # no cache dropping: the kernel must not keep the old pages
+        results.append(try_read(m.m("y")))
+
+    assert same_second_rewrite(m, "y", CLEAN, other, check, 5) == 5
+    assert results == [("ok", other)] * 5, results
+
+
+def test_settled_file_is_cached(mount_clamfs, clamd, coarse_backend):
+    # the default window: a file changed long enough ago is cached as ever
+    m = mount_scan(mount_clamfs, clamd, "racy_window=2",
+                   backend=coarse_backend)
+    put(m.b("old"), CLEAN)
+    put(m.b("new"), CLEAN)
+    time.sleep(3.2)
+    put(m.b("new"), CLEAN)
+    s0 = stats(m.mnt)
+    for _ in range(3):
+        assert try_read(m.m("old")) == ("ok", CLEAN)
+        assert try_read(m.m("new")) == ("ok", CLEAN)
+    d = delta(s0, stats(m.mnt), "scans", "opens_cache_hit")
+    # old: one scan, two hits; new (changed just now): a scan each time
+    assert d == {"scans": 4, "opens_cache_hit": 2}, d
