@@ -7,8 +7,11 @@
 #include "creds.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -25,9 +28,36 @@ static gid_t daemon_groups[256];
 /* set once per worker thread: umask then stays private to the thread */
 static __thread bool thread_fs_unshared;
 
+/*
+ * CAP_SYS_RESOURCE lets writes use the blocks a filesystem reserves for
+ * root and ignore quota hard limits: requests are carried out for users,
+ * who must hit ENOSPC and EDQUOT where they would natively. Dropped from
+ * every set, so no thread, and no program the daemon runs, has it.
+ */
+static int drop_sys_resource(void)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	unsigned int word = CAP_TO_INDEX(CAP_SYS_RESOURCE);
+	uint32_t bit = CAP_TO_MASK(CAP_SYS_RESOURCE);
+
+	/* best effort: a container may deny CAP_SETPCAP; the sets suffice */
+	prctl(PR_CAPBSET_DROP, CAP_SYS_RESOURCE, 0, 0, 0);
+	if (syscall(SYS_capget, &hdr, data) == -1)
+		return -errno;
+	data[word].effective &= ~bit;
+	data[word].permitted &= ~bit;
+	data[word].inheritable &= ~bit;
+	if (syscall(SYS_capset, &hdr, data) == -1)
+		return -errno;
+	return 0;
+}
+
 int creds_init(void)
 {
-	int n;
+	int n, ret;
 
 	daemon_uid = geteuid();
 	daemon_gid = getegid();
@@ -37,6 +67,11 @@ int creds_init(void)
 	if (n < 0)
 		return -errno;
 	daemon_ngroups = n;
+	if (creds_enabled) {
+		ret = drop_sys_resource();
+		if (ret)
+			return ret;
+	}
 	return 0;
 }
 

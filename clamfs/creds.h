@@ -19,8 +19,9 @@ struct creds {
 };
 
 /*
- * Records the daemon's own identity; call once before the worker threads
- * start. Switching is only attempted when the daemon runs as root.
+ * Records the daemon's own identity; call once before any other thread
+ * starts. Switching is only attempted when the daemon runs as root, which
+ * then also gives up CAP_SYS_RESOURCE for good (reserved blocks, quotas).
  */
 int creds_init(void);
 

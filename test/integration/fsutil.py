@@ -369,3 +369,25 @@ class Twin:
         b = tree_snapshot(self.via, content=content)
         d = diff_snapshots(a, b, "native", "mount")
         assert not d, "tree made through the mount differs:\n" + "\n".join(d)
+
+
+class LoopFs:
+    """A small filesystem image loop-mounted at a new directory under base
+    (e.g. ext4 with 128-byte inodes for whole-second timestamps, or with a
+    large root reserve). Unmount with close()."""
+
+    def __init__(self, base, size_mb, mkfs):
+        self.img = os.path.join(base, "img")
+        self.path = os.path.join(base, "fs")
+        os.mkdir(self.path)
+        with open(self.img, "wb") as f:
+            f.truncate(size_mb << 20)
+        subprocess.run(mkfs + [self.img], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["mount", "-o", "loop", self.img, self.path],
+                       check=True)
+        os.chmod(self.path, 0o755)
+
+    def close(self):
+        # lazily: a clamfs mount over it may still be going away
+        subprocess.run(["umount", "-l", self.path], check=True)

@@ -5,11 +5,11 @@
 # size, mtime and ctime. A verdict, or page cache, stamped with such a
 # young ctime must not be trusted: the next open scans again.
 import os
-import subprocess
 import time
 
 import pytest
 
+from fsutil import LoopFs
 from scanutil import delta, mount_scan, put, stats, try_read
 
 CLEAN = b"C" * 68  # as long as the EICAR test file
@@ -18,24 +18,12 @@ CLEAN = b"C" * 68  # as long as the EICAR test file
 @pytest.fixture
 def coarse_backend(mount_clamfs):
     """A directory on ext4 with whole-second timestamps."""
-    base = mount_clamfs.tempdir("clamfs-racy")
-    img = os.path.join(base, "img")
-    mnt = os.path.join(base, "b")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(32 << 20)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", img], check=True,
-                   stdout=subprocess.DEVNULL)
-    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
-    os.chmod(mnt, 0o755)
+    fs = LoopFs(mount_clamfs.tempdir("clamfs-racy"), 32,
+                ["mkfs.ext4", "-q", "-F", "-I", "128"])
     try:
-        yield mnt
+        yield fs.path
     finally:
-        for _ in range(50):
-            if subprocess.run(["umount", mnt],
-                              stderr=subprocess.DEVNULL).returncode == 0:
-                break
-            time.sleep(0.1)
+        fs.close()
 
 
 def stamp(path):
