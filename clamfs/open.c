@@ -158,7 +158,8 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 			   const char *event, const char *sig, bool cached)
 {
 	const struct policy *pol = fs_policy(fs);
-	char buf[PATH_MAX], dest[PATH_MAX], outcome[PATH_MAX + 64];
+	char buf[PATH_MAX], dest[PATH_MAX], qdest[PATH_MAX * 4 + 8];
+	char outcome[sizeof(qdest) + 64];
 	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
 	struct detection det = {
 		.event = event,
@@ -186,8 +187,10 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 			  : -ENOENT;
 		if (ret == 0) {
 			note_removed(p, rel);
+			/* the name is the uploader's: quoted, like every name */
+			detect_quote(qdest, sizeof(qdest), dest);
 			snprintf(outcome, sizeof(outcome), "quarantined_as=%s",
-				 dest);
+				 qdest);
 			stats_inc(&fs->stats, STAT_QUARANTINED);
 		} else {
 			snprintf(outcome, sizeof(outcome),

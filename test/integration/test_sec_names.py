@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from scanutil import delta, mount_scan, put, stats, try_read
+from scanutil import (delta, detections, mount_scan, put, stats, try_read,
+                      wait_detections)
 
 
 def write_through(path, data):
@@ -107,3 +108,21 @@ def test_hostile_names_do_not_match_stale_paths(mount_clamfs, clamd, rule):
     os.link(m.m("h.exe"), m.m("i.exe"))
     os.unlink(m.m("h.exe"))
     assert try_read(m.m("i.exe")) == ("err", "EACCES")
+
+
+def test_hostile_name_cannot_forge_quarantine_log(mount_clamfs, clamd):
+    # the quarantined copy is named after the upload: quoted in the log
+    # like every other name, so a newline cannot start a forged line
+    q = os.path.join(mount_clamfs.tempdir("clamfs-q"), "q")
+    m = mount_scan(mount_clamfs, clamd, "on_infected=quarantine",
+                   "quarantine_dir=" + q)
+    name = 'x\nclamfs: detection path="forged" signature="Fake"'
+    put(m.b(name), clamd.eicar)
+    assert try_read(m.m(name)) == ("err", "EACCES")
+    dets = wait_detections(m, 1)
+    assert len(dets) == 1, dets
+    line = dets[0]["_line"]
+    assert 'quarantined_as="x\\x0aclamfs: detection path=\\"forged' in line, \
+        line
+    assert not any(l.startswith("clamfs: detection")
+                   for l in m.stderr_text().splitlines()), m.stderr_text()
