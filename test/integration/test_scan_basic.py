@@ -10,6 +10,7 @@ import os
 import pwd
 import re
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -254,12 +255,18 @@ def test_no_leak_through_exec(mount_clamfs, clamd):
     assert all(d["signature"] == MARKER_SIG + ".UNOFFICIAL" for d in dets)
 
 
-def test_fail_closed_without_clamd(mount_clamfs):
-    """No clamd= and no clamd at Debian's default address: every read-open
-    of a non-empty file fails with EIO; empty files and writes work."""
-    if os.path.exists("/var/run/clamav/clamd.ctl"):
-        pytest.skip("a system clamd listens at the default address")
-    m = mount_clamfs()
+@pytest.mark.parametrize("dead", ["missing", "refusing"])
+def test_fail_closed_without_clamd(mount_clamfs, dead):
+    """clamd= a socket path nobody listens at (no file, or a socket file
+    left by a dead clamd): every read-open of a non-empty file fails with
+    EIO; empty files and writes work. Never the host's clamd."""
+    base = mount_clamfs.tempdir("clamfs-dead")
+    sock = os.path.join(base, "clamd.sock")
+    if dead == "refusing":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(sock)
+        s.close()
+    m = mount_clamfs(opts=["clamd=" + sock])
     put(m.b("f"), CLEAN)
     put(m.b("empty"), b"")
     assert try_read(m.m("f")) == ("err", "EIO")
