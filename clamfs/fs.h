@@ -114,6 +114,17 @@ struct req_identity {
  */
 int req_check_access(fuse_req_t req, struct inode *inode, int mode);
 
+/*
+ * For a request that allocates space through an open file (write,
+ * fallocate, copy_file_range): takes the fsuid and fsgid, with no
+ * supplementary groups, of whoever the blocks are charged to, so the
+ * backend's root reserve is not open to users (ext4 grants it to fsuid 0
+ * and group 0). Cheap: no group lookup. Returns whether it switched; pass
+ * that to req_writer_leave.
+ */
+bool req_writer_enter(fuse_req_t req, int fd);
+void req_writer_leave(bool switched);
+
 /* Switches the calling thread to the requester; 0 or negative errno. */
 int req_identity_enter(fuse_req_t req, struct req_identity *id);
 /* Same, and applies the requester's umask for a create-type request. */

@@ -111,6 +111,29 @@ int req_check_access(fuse_req_t req, struct inode *inode, int mode)
 	return ret;
 }
 
+bool req_writer_enter(fuse_req_t req, int fd)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct creds who = {.uid = ctx->uid, .gid = ctx->gid, .ngroups = 0};
+	struct stat st;
+
+	/*
+	 * Pages written back from a shared mapping come without credentials
+	 * (pid 0, uid 0): charge them to the file's owner, whose file it is.
+	 */
+	if (ctx->pid == 0 && ctx->uid == 0 && fstat(fd, &st) == 0) {
+		who.uid = st.st_uid;
+		who.gid = st.st_gid;
+	}
+	return creds_need_switch(who.uid, who.gid) && creds_assume(&who) == 0;
+}
+
+void req_writer_leave(bool switched)
+{
+	if (switched)
+		creds_restore();
+}
+
 int req_identity_enter(fuse_req_t req, struct req_identity *id)
 {
 	return identity_enter(req, id, false);

@@ -110,13 +110,16 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
 		  off_t off, struct fuse_file_info *fi)
 {
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
+	bool switched;
 	ssize_t n;
 
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = fi_fd(fi);
 	out.buf[0].pos = off;
 	gate_note_write(req_fs(req), req_inode(req, ino));
+	switched = req_writer_enter(req, fi_fd(fi));
 	n = fuse_buf_copy(&out, in_buf, 0);
+	req_writer_leave(switched);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -149,18 +152,22 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 {
 	int ret = datasync ? fdatasync(fi_fd(fi)) : fsync(fi_fd(fi));
 
-	fuse_reply_err(req, ret == -1 ? errno : 0);
+	fuse_reply_err(req, -ret);
 }
 
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		  off_t length, struct fuse_file_info *fi)
 {
+	bool switched;
 	int ret;
 
 	gate_note_write(req_fs(req), req_inode(req, ino));
+	switched = req_writer_enter(req, fi_fd(fi));
 	ret = fallocate(fi_fd(fi), mode, offset, length);
-
-	fuse_reply_err(req, ret == -1 ? errno : 0);
+	if (ret == -1)
+		ret = -errno;
+	req_writer_leave(switched);
+	fuse_reply_err(req, -ret);
 }
 
 void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
@@ -168,14 +175,19 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			off_t off_out, struct fuse_file_info *fi_out,
 			size_t len, int flags)
 {
+	bool switched;
 	ssize_t n;
+	int err;
 
 	gate_note_write(req_fs(req), req_inode(req, ino_out));
+	switched = req_writer_enter(req, fi_fd(fi_out));
 	n = copy_file_range(fi_fd(fi_in), &off_in, fi_fd(fi_out), &off_out,
 			    len, (unsigned int)flags);
+	err = errno;
+	req_writer_leave(switched);
 
 	if (n == -1)
-		fuse_reply_err(req, errno);
+		fuse_reply_err(req, err);
 	else
 		fuse_reply_write(req, (size_t)n);
 }
