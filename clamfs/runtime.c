@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -59,48 +60,77 @@ static struct generation *current(struct runtime *rt)
 	return &rt->gen[rt->ngen - 1];
 }
 
-static int open_quarantine(const char *dir, const char *backend)
+static bool str_differs(const char *a, const char *b)
 {
-	size_t blen = strlen(backend);
-	char *real;
-	int fd;
-
-	if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
-		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
-			strerror(errno));
-		return -1;
-	}
-	real = realpath(dir, NULL);
-	if (!real) {
-		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
-			strerror(errno));
-		return -1;
-	}
-	/* inside the backend, quarantined files would still be served */
-	if (strncmp(real, backend, blen) == 0 &&
-	    (real[blen] == '/' || real[blen] == '\0' || blen == 1)) {
-		fprintf(stderr,
-			"clamfs: quarantine_dir %s: must be outside the "
-			"backend %s\n",
-			dir, backend);
-		free(real);
-		return -1;
-	}
-	fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd == -1)
-		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
-			strerror(errno));
-	free(real);
-	return fd;
+	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
 }
 
-/* A pool for opts' clamd; NULL with a one-line reason in err. */
-static struct cdp_pool *pool_for(const struct clamfs_opts *opts,
-				 enum scan_mode *mode, char *err,
-				 size_t errlen)
+/*
+ * dir's real path; dir itself may not exist yet (startup creates it), its
+ * parent must. NULL with errno set.
+ */
+static char *real_dir_path(const char *dir)
 {
-	struct cdp_pool *pool = NULL;
-	struct cdp_config cfg;
+	char *real = realpath(dir, NULL), *a = NULL, *b = NULL, *parent;
+	int saved;
+
+	if (real || errno != ENOENT)
+		return real;
+	a = strdup(dir);
+	b = strdup(dir);
+	if (!a || !b)
+		goto out;
+	parent = realpath(dirname(a), NULL);
+	if (parent &&
+	    asprintf(&real, "%s/%s", strcmp(parent, "/") ? parent : "",
+		     basename(b)) < 0)
+		real = NULL;
+	free(parent);
+out:
+	saved = errno;
+	free(a);
+	free(b);
+	errno = saved;
+	return real;
+}
+
+/* Quarantined files inside the backend would still be served. */
+static int check_quarantine_dir(const char *dir, const char *backend, char *err,
+				size_t errlen)
+{
+	size_t blen = strlen(backend);
+	char *real = real_dir_path(dir);
+	int ret = 0;
+
+	if (!real) {
+		snprintf(err, errlen, "quarantine_dir %s: %s", dir,
+			 strerror(errno));
+		return -1;
+	}
+	if (strncmp(real, backend, blen) == 0 &&
+	    (real[blen] == '/' || real[blen] == '\0' || blen == 1)) {
+		snprintf(err, errlen,
+			 "quarantine_dir %s: must be outside the backend %s",
+			 dir, backend);
+		ret = -1;
+	}
+	free(real);
+	return ret;
+}
+
+/*
+ * The rules a configuration must pass to be put in force, at startup and
+ * on SIGHUP alike, for the mount of backend on mountpoint (real paths).
+ * running is the configuration in force, NULL at startup: its quarantine
+ * directory was checked when it was opened. Fills *mode with the scan mode
+ * opts resolves to. 0, or -1 with a one-line reason in err.
+ */
+static int check_config(const struct clamfs_opts *opts,
+			const struct clamfs_opts *running, const char *backend,
+			const char *mountpoint, enum scan_mode *mode, char *err,
+			size_t errlen)
+{
+	struct cdp_addr *addr;
 	bool unix_socket;
 	int ret;
 
@@ -110,8 +140,70 @@ static struct cdp_pool *pool_for(const struct clamfs_opts *opts,
 			 "clamd=%s: want an absolute socket path or "
 			 "tcp://HOST:PORT",
 			 opts->clamd);
-		return NULL;
+		return -1;
 	}
+	ret = cdp_addr_parse(opts->clamd, &addr);
+	if (ret) {
+		snprintf(err, errlen, "clamd=%s: %s", opts->clamd,
+			 ret == -EINVAL ? "not a socket path or tcp://HOST:PORT"
+					: strerror(-ret));
+		return -1;
+	}
+	unix_socket = cdp_addr_kind(addr) == CDP_ADDR_UNIX;
+	cdp_addr_free(addr);
+	*mode = opts->scan_mode >= 0 ? (enum scan_mode)opts->scan_mode
+		: unix_socket	     ? SCAN_MODE_FDPASS
+				     : SCAN_MODE_STREAM;
+	if (*mode == SCAN_MODE_FDPASS && !unix_socket) {
+		snprintf(err, errlen,
+			 "scan_mode=fdpass needs clamd on a UNIX socket; use "
+			 "scan_mode=stream over TCP");
+		return -1;
+	}
+	/*
+	 * clamd's open of the path would come back through the mount (a
+	 * deadlock), and our stat of it sees the mount's file, never the one
+	 * scanned: every open would fail.
+	 */
+	if (*mode == SCAN_MODE_PATH && strcmp(backend, mountpoint) == 0) {
+		snprintf(err, errlen,
+			 "scan_mode=path cannot scan a backend mounted over "
+			 "itself; use fdpass or stream");
+		return -1;
+	}
+	if (opts->policy.on_infected == INFECTED_QUARANTINE &&
+	    (!running ||
+	     str_differs(running->quarantine_dir, opts->quarantine_dir)))
+		return check_quarantine_dir(opts->quarantine_dir, backend, err,
+					    errlen);
+	return 0;
+}
+
+/* Creates (0700) and opens the checked quarantine directory; -1 if not. */
+static int open_quarantine(const char *dir)
+{
+	int fd;
+
+	if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
+		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
+			strerror(errno));
+		return -1;
+	}
+	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd == -1)
+		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
+			strerror(errno));
+	return fd;
+}
+
+/* A pool for opts' clamd (checked); NULL with a one-line reason in err. */
+static struct cdp_pool *pool_for(const struct clamfs_opts *opts, char *err,
+				 size_t errlen)
+{
+	struct cdp_pool *pool = NULL;
+	struct cdp_config cfg;
+	int ret;
+
 	cdp_config_init(&cfg);
 	cfg.addr = opts->clamd;
 	cfg.max_conns = opts->clamd_connections ? opts->clamd_connections
@@ -122,17 +214,6 @@ static struct cdp_pool *pool_for(const struct clamfs_opts *opts,
 		snprintf(err, errlen, "clamd=%s: %s", opts->clamd,
 			 ret == -EINVAL ? "not a socket path or tcp://HOST:PORT"
 					: strerror(-ret));
-		return NULL;
-	}
-	unix_socket = cdp_addr_kind(cdp_pool_addr(pool)) == CDP_ADDR_UNIX;
-	*mode = opts->scan_mode >= 0 ? (enum scan_mode)opts->scan_mode
-		: unix_socket	     ? SCAN_MODE_FDPASS
-				     : SCAN_MODE_STREAM;
-	if (*mode == SCAN_MODE_FDPASS && !unix_socket) {
-		snprintf(err, errlen,
-			 "scan_mode=fdpass needs clamd on a UNIX socket; use "
-			 "scan_mode=stream over TCP");
-		cdp_pool_free(pool);
 		return NULL;
 	}
 	return pool;
@@ -154,24 +235,21 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 	rt->ngen = 1;
 	g = current(rt);
 	g->opts = (struct clamfs_opts *)opts; /* the caller's */
-	g->pool = pool_for(opts, &fs->scan_mode, err, sizeof(err));
+	fs->quarantine_fd = -1;
+	if (check_config(opts, NULL, fs->backend_path, mountpoint,
+			 &fs->scan_mode, err, sizeof(err)) != 0) {
+		fprintf(stderr, "clamfs: %s\n", err);
+		goto fail;
+	}
+	g->pool = pool_for(opts, err, sizeof(err));
 	if (!g->pool) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
-	/* clamd's open would come back through the mount: a deadlock */
-	if (fs->scan_mode == SCAN_MODE_PATH &&
-	    strcmp(fs->backend_path, mountpoint) == 0) {
-		fprintf(stderr, "clamfs: scan_mode=path cannot scan a backend "
-				"mounted over itself; use fdpass or stream\n");
-		goto fail;
-	}
 	fs->policy = &opts->policy;
 	fs->scan_on_close = opts->scan_on_close;
-	fs->quarantine_fd = -1;
 	if (opts->policy.on_infected == INFECTED_QUARANTINE) {
-		fs->quarantine_fd =
-			open_quarantine(opts->quarantine_dir, fs->backend_path);
+		fs->quarantine_fd = open_quarantine(opts->quarantine_dir);
 		if (fs->quarantine_fd < 0)
 			goto fail;
 	}
@@ -429,11 +507,6 @@ static const char *num(char *buf, unsigned long v)
 	return buf;
 }
 
-static bool str_differs(const char *a, const char *b)
-{
-	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
-}
-
 /* Settings that only a remount changes: named, not applied. */
 static void note_remount_only(const struct clamfs_opts *o,
 			      const struct clamfs_opts *n, char *buf,
@@ -565,6 +638,12 @@ void runtime_reload(struct runtime *rt)
 			err);
 		goto out_free;
 	}
+	if (check_config(n, o, fs->backend_path, rt->mountpoint, &mode, err,
+			 sizeof(err)) != 0) {
+		log_err("SIGHUP: configuration rejected, nothing changed: %s",
+			err);
+		goto out_args;
+	}
 	note_remount_only(o, n, remount, sizeof(remount));
 	/* the quarantine fd stays: the action needs it as it was opened */
 	if (n->policy.on_infected == INFECTED_QUARANTINE &&
@@ -581,7 +660,7 @@ void runtime_reload(struct runtime *rt)
 	    o->clamd_connections != n->clamd_connections ||
 	    o->scan_mode != n->scan_mode ||
 	    o->scan_timeout != n->scan_timeout) {
-		next->pool = pool_for(n, &mode, err, sizeof(err));
+		next->pool = pool_for(n, err, sizeof(err));
 		if (!next->pool) {
 			log_err("SIGHUP: %s; nothing changed", err);
 			goto out_args;
