@@ -52,7 +52,8 @@ void runtime_free(struct runtime *rt);
 /*
  * SIGHUP's work, callable directly (tests of the logic use signals): the
  * configuration is read again and checked by the rules startup applies;
- * one they refuse is logged and changes nothing.
+ * one they refuse is logged and changes nothing. What it replaces is freed
+ * once the last request pinning it (fs_pin) lets go.
  */
 void runtime_reload(struct runtime *rt);
 
