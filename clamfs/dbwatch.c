@@ -15,8 +15,7 @@
 #include "log.h"
 
 struct dbwatch {
-	struct cdp_pool *pool;
-	struct vcache *vc;
+	struct dbwatch_source src;
 	struct stats *stats;
 	unsigned int interval;
 	pthread_t thread;
@@ -40,21 +39,19 @@ static void check_once(struct dbwatch *w)
 {
 	struct cdp_version ver;
 	struct cdp_pool *pool;
-	struct vcache *vc;
+	void *pin;
 	bool up;
 
-	pthread_mutex_lock(&w->lock);
-	pool = w->pool;
-	vc = w->vc;
-	pthread_mutex_unlock(&w->lock);
+	pool = w->src.pin_pool(w->src.arg, &pin);
 	up = cdp_version(pool, &ver, NULL) == 0;
+	w->src.unpin(w->src.arg, pin);
 	pthread_mutex_lock(&w->lock);
 	w->up = up;
 	pthread_mutex_unlock(&w->lock);
 	if (!up)
 		return; /* the scans report it, with their reason */
 	if (w->known && version_differs(&w->last, &ver)) {
-		vcache_clear(vc);
+		w->src.drop_verdicts(w->src.arg);
 		stats_inc(w->stats, STAT_CACHE_CLEARS);
 		log_info("clamd database changed (%s/%lu -> %s/%lu): verdict "
 			 "cache dropped",
@@ -64,17 +61,6 @@ static void check_once(struct dbwatch *w)
 	pthread_mutex_lock(&w->lock);
 	w->last = ver;
 	w->known = true;
-	pthread_mutex_unlock(&w->lock);
-}
-
-void dbwatch_retarget(struct dbwatch *w, struct cdp_pool *pool,
-		      struct vcache *vc)
-{
-	if (!w)
-		return;
-	pthread_mutex_lock(&w->lock);
-	w->pool = pool;
-	w->vc = vc;
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -115,9 +101,8 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
-int dbwatch_start(struct cdp_pool *pool, struct vcache *vc,
-		  struct stats *stats, unsigned int interval_sec,
-		  struct dbwatch **out)
+int dbwatch_start(const struct dbwatch_source *src, struct stats *stats,
+		  unsigned int interval_sec, struct dbwatch **out)
 {
 	pthread_condattr_t ca;
 	struct dbwatch *w;
@@ -129,8 +114,7 @@ int dbwatch_start(struct cdp_pool *pool, struct vcache *vc,
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->pool = pool;
-	w->vc = vc;
+	w->src = *src;
 	w->stats = stats;
 	w->interval = interval_sec;
 	pthread_mutex_init(&w->lock, NULL);

@@ -12,22 +12,29 @@
 
 #include "clamdproto.h"
 #include "stats.h"
-#include "vcache.h"
 
 struct dbwatch;
 
-/* interval_sec 0: no thread, returns 0 with *out NULL. */
-int dbwatch_start(struct cdp_pool *pool, struct vcache *vc,
-		  struct stats *stats, unsigned int interval_sec,
-		  struct dbwatch **out);
-void dbwatch_stop(struct dbwatch *w);
+/*
+ * Where the watch finds clamd and what it drops, supplied by its owner
+ * (SIGHUP replaces both): each check pins the pool in force for its
+ * VERSION query, which may take long, and unpins it after.
+ */
+struct dbwatch_source {
+	void *arg;
+	/* The pool to ask; *pin is handed back to unpin. */
+	struct cdp_pool *(*pin_pool)(void *arg, void **pin);
+	void (*unpin)(void *arg, void *pin);
+	/* The database changed: drop every verdict in the cache in force. */
+	void (*drop_verdicts)(void *arg);
+};
 
 /*
- * Points the watch at another pool and cache (SIGHUP): the same thread
- * goes on, keeping the version it knows. w may be NULL.
+ * interval_sec 0: no thread, returns 0 with *out NULL. src is copied.
  */
-void dbwatch_retarget(struct dbwatch *w, struct cdp_pool *pool,
-		      struct vcache *vc);
+int dbwatch_start(const struct dbwatch_source *src, struct stats *stats,
+		  unsigned int interval_sec, struct dbwatch **out);
+void dbwatch_stop(struct dbwatch *w);
 
 /*
  * What the last check saw, as "key=value\n" lines: clamd_up (0/1),

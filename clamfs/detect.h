@@ -32,6 +32,11 @@ struct detect *detect_new(const char *hook, unsigned int per_minute,
 			  const char *mountpoint, struct stats *stats);
 void detect_free(struct detect *d);
 
+/*
+ * May block (the user-name lookup can ask a directory server): d must stay
+ * valid until it returns, which the caller ensures (a pin on the
+ * configuration, fs.h).
+ */
 void detect_report(struct detect *d, const struct detection *det);
 
 /*

@@ -20,6 +20,8 @@
 #include "stats.h"
 #include "vcache.h"
 
+struct runtime;
+
 struct clamfs_fs {
 	struct fuse_session *se; /* for kernel cache notifications */
 	struct inode_table *itab;
@@ -41,11 +43,25 @@ struct clamfs_fs {
 	struct dbwatch *dbwatch;
 	struct stats stats;
 	struct timespec started; /* CLOCK_MONOTONIC */
+	struct runtime *rt;	 /* the configurations in force (runtime.c) */
 };
 
 /*
- * Settings a SIGHUP may replace while requests run (reload.c). The old
- * objects stay allocated until unmount, so a reader holding one is safe.
+ * A pin on the configuration in force: while it is held, nothing that
+ * fs_policy(), fs_vcache() and fs_detect() return, nor the clamd pool a
+ * scan runs on, is freed, however many SIGHUPs replace them (runtime.c).
+ * A request pins once before its first such read and unpins after its
+ * last, from any thread: a waiting scan carries its pin to the scanner
+ * thread. fs_pin costs a short mutex and an atomic increment.
+ */
+struct generation;
+struct generation *fs_pin(struct clamfs_fs *fs);
+/* Drops a pin; may free retired configurations. NULL is a no-op. */
+void fs_unpin(struct generation *pin);
+
+/*
+ * Settings a SIGHUP may replace while requests run: the current ones.
+ * Only valid under a pin taken before the call.
  */
 static inline const struct policy *fs_policy(struct clamfs_fs *fs)
 {

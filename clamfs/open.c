@@ -65,7 +65,14 @@ struct pending {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
+	struct generation *pin; /* held until the verdict is acted on */
 };
+
+static void pending_free(struct pending *p)
+{
+	fs_unpin(p->pin);
+	free(p);
+}
 
 static bool may_read(int flags)
 {
@@ -324,7 +331,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 			      created);
 	}
 out:
-	free(p);
+	pending_free(p);
 }
 
 static void interrupted(fuse_req_t req, void *data)
@@ -345,6 +352,7 @@ static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
 	p->fd = fd;
 	p->stamp = *st;
 	p->write_seq = inode_write_seq(inode);
+	p->pin = fs_pin(fs);
 	return p;
 }
 
@@ -418,9 +426,9 @@ static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 	return -1;
 }
 
-void gate_open(fuse_req_t req, struct inode *inode, int fd,
-	       struct fuse_file_info *fi,
-	       const struct fuse_entry_param *created)
+static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
+			     struct fuse_file_info *fi,
+			     const struct fuse_entry_param *created)
 {
 	struct clamfs_fs *fs = req_fs(req);
 	const struct fuse_ctx *ctx;
@@ -470,7 +478,7 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 		switch (vcache_lookup(fs_vcache(fs), &f, sig, sizeof(sig))) {
 		case VCACHE_CLEAN:
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
-			free(p);
+			pending_free(p);
 			reply_allowed(req, fs, inode, fd, fi, &st, created);
 			return;
 		case VCACHE_INFECTED:
@@ -490,7 +498,7 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 				reply_allowed(req, fs, inode, fd, fi, &st,
 					      created);
 			}
-			free(p);
+			pending_free(p);
 			return;
 		case VCACHE_MISS:
 			break;
@@ -511,9 +519,20 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 		fuse_req_interrupt_func(req, NULL, NULL);
 		if (ret == -EINTR)
 			stats_inc(&fs->stats, STAT_INTERRUPTED);
-		free(p);
+		pending_free(p);
 		reply_refused(req, fs, fd, created, -ret);
 	}
+}
+
+/* The policy and cache it reads stay while pinned; a scan takes its own. */
+void gate_open(fuse_req_t req, struct inode *inode, int fd,
+	       struct fuse_file_info *fi,
+	       const struct fuse_entry_param *created)
+{
+	struct generation *pin = fs_pin(req_fs(req));
+
+	gate_open_pinned(req, inode, fd, fi, created);
+	fs_unpin(pin);
 }
 
 /*
@@ -561,6 +580,7 @@ static bool close_scan_wanted(struct clamfs_fs *fs, int fd,
 void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 		  int flags)
 {
+	struct generation *pin = NULL;
 	struct pending *p;
 	struct stamp st;
 	int rfd;
@@ -568,6 +588,7 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 	if (!may_write(flags) || inode_writers_add(inode, -1) != 0 ||
 	    !fs_scan_on_close(fs) || inode_type(inode) != S_IFREG)
 		goto out;
+	pin = fs_pin(fs);
 	if (stamp_fd(fd, &st) != 0 || !close_scan_wanted(fs, fd, &st.st))
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
@@ -587,14 +608,18 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 	if (submit(fs, p) != 0) {
 		itab_forget(fs->itab, inode, 1);
 		close(rfd);
-		free(p);
+		pending_free(p);
 	}
 out:
+	fs_unpin(pin);
 	close(fd);
 }
 
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode)
 {
+	struct generation *pin = fs_pin(fs);
+
 	inode_note_write(inode);
 	vcache_invalidate(fs_vcache(fs), inode_dev(inode), inode_ino(inode));
+	fs_unpin(pin);
 }

@@ -27,11 +27,14 @@ static void reply_stats(fuse_req_t req, size_t size)
 	struct vcache_counters vc;
 	struct scanq_counters qc;
 	char extra[1024], clamd[512], *buf;
+	struct generation *pin;
 	struct timespec now;
 	size_t need;
 	int n;
 
+	pin = fs_pin(fs);
 	vcache_counters(fs_vcache(fs), &vc);
+	fs_unpin(pin);
 	scanq_counters(fs->scanq, &qc);
 	dbwatch_describe(fs->dbwatch, clamd, sizeof(clamd));
 	clock_gettime(CLOCK_MONOTONIC, &now);

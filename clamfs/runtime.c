@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Scanning runtime and live reconfiguration. Objects a reload replaces
- * (options, pools, caches, reporters) are kept until unmount: a request
- * that loaded the old pointer may still be using it.
+ * Scanning runtime and live reconfiguration. Each configuration loaded is
+ * a generation with a reference count: requests pin the one in force
+ * while they use its objects, and a generation a reload retired is freed
+ * by its last unpin, whenever that comes.
  */
 #include "runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,22 +23,28 @@
 #include "log.h"
 #include "notify.h"
 
-#define RUNTIME_MAX_GENERATIONS 64
-
 /*
- * One configuration as loaded. The current generation owns the pool,
- * cache and reporter in use; a retired one keeps only what its successor
- * replaced, for requests that may still hold it, until a grace period
- * (its scan deadline and a margin) has passed.
+ * One configuration as loaded and the objects it put in force. Its
+ * references: one of the runtime while it is current, one of its
+ * predecessor until that is freed, one per pin. So generations are freed
+ * oldest first, and a pin keeps every newer generation alive too: what a
+ * pinned request reads later from the fs (the newest objects), and the
+ * pool the scan queue took for its scan after the pin, are covered.
  */
 struct generation {
+	unsigned int refs;	 /* __atomic */
+	struct generation *next; /* the successor once retired */
 	struct clamfs_opts *opts;
 	bool owns_opts; /* not the first: that one is main()'s */
 	struct fuse_args args;
+	/*
+	 * In use by this generation. One a reload keeps moves on to the
+	 * successor, which then frees it: it lives as long as the newest.
+	 */
 	struct cdp_pool *pool;
 	struct vcache *vcache;
 	struct detect *detect;
-	time_t retired; /* CLOCK_MONOTONIC seconds; 0 while current */
+	bool owns_pool, owns_vcache, owns_detect;
 };
 
 struct runtime {
@@ -44,9 +52,9 @@ struct runtime {
 	const char *mountpoint;
 	int argc;
 	char **argv;
-	pthread_mutex_t lock; /* reloads against each other */
-	struct generation gen[RUNTIME_MAX_GENERATIONS];
-	int ngen; /* gen[ngen - 1] is current */
+	pthread_mutex_t lock;	  /* reloads against each other */
+	pthread_mutex_t pin_lock; /* current against pins */
+	struct generation *current;
 	struct dbwatch *dbwatch;
 	pthread_t sig_thread;
 	bool sig_thread_started;
@@ -54,53 +62,132 @@ struct runtime {
 	char *config_arg;
 };
 
-static struct generation *current(struct runtime *rt)
+static struct generation *generation_new(void)
 {
-	return &rt->gen[rt->ngen - 1];
+	struct generation *g = calloc(1, sizeof(*g));
+
+	if (g)
+		g->refs = 1; /* the runtime's, as current */
+	return g;
 }
 
-static int open_quarantine(const char *dir, const char *backend)
+static void generation_free(struct generation *g)
+{
+	if (g->owns_pool)
+		cdp_pool_free(g->pool);
+	if (g->owns_vcache)
+		vcache_free(g->vcache);
+	if (g->owns_detect)
+		detect_free(g->detect);
+	if (g->owns_opts) {
+		fuse_opt_free_args(&g->args);
+		opts_free(g->opts);
+		free(g->opts);
+	}
+	free(g);
+}
+
+struct generation *fs_pin(struct clamfs_fs *fs)
+{
+	struct runtime *rt = fs->rt;
+	struct generation *g;
+
+	if (!rt)
+		return NULL;
+	/*
+	 * Reading current and counting the pin are one step: between the
+	 * two a reload could retire the generation and its last holder free
+	 * it.
+	 */
+	pthread_mutex_lock(&rt->pin_lock);
+	g = rt->current;
+	__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&rt->pin_lock);
+	return g;
+}
+
+void fs_unpin(struct generation *g)
+{
+	/* a freed generation lets go of its successor */
+	while (g && __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		struct generation *next = g->next;
+
+		generation_free(g);
+		g = next;
+	}
+}
+
+static bool str_differs(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+/*
+ * dir's real path; dir itself may not exist yet (startup creates it), its
+ * parent must. NULL with errno set.
+ */
+static char *real_dir_path(const char *dir)
+{
+	char *real = realpath(dir, NULL), *a = NULL, *b = NULL, *parent;
+	int saved;
+
+	if (real || errno != ENOENT)
+		return real;
+	a = strdup(dir);
+	b = strdup(dir);
+	if (!a || !b)
+		goto out;
+	parent = realpath(dirname(a), NULL);
+	if (parent &&
+	    asprintf(&real, "%s/%s", strcmp(parent, "/") ? parent : "",
+		     basename(b)) < 0)
+		real = NULL;
+	free(parent);
+out:
+	saved = errno;
+	free(a);
+	free(b);
+	errno = saved;
+	return real;
+}
+
+/* Quarantined files inside the backend would still be served. */
+static int check_quarantine_dir(const char *dir, const char *backend, char *err,
+				size_t errlen)
 {
 	size_t blen = strlen(backend);
-	char *real;
-	int fd;
+	char *real = real_dir_path(dir);
+	int ret = 0;
 
-	if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
-		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
-			strerror(errno));
-		return -1;
-	}
-	real = realpath(dir, NULL);
 	if (!real) {
-		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
-			strerror(errno));
+		snprintf(err, errlen, "quarantine_dir %s: %s", dir,
+			 strerror(errno));
 		return -1;
 	}
-	/* inside the backend, quarantined files would still be served */
 	if (strncmp(real, backend, blen) == 0 &&
 	    (real[blen] == '/' || real[blen] == '\0' || blen == 1)) {
-		fprintf(stderr,
-			"clamfs: quarantine_dir %s: must be outside the "
-			"backend %s\n",
-			dir, backend);
-		free(real);
-		return -1;
+		snprintf(err, errlen,
+			 "quarantine_dir %s: must be outside the backend %s",
+			 dir, backend);
+		ret = -1;
 	}
-	fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd == -1)
-		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
-			strerror(errno));
 	free(real);
-	return fd;
+	return ret;
 }
 
-/* A pool for opts' clamd; NULL with a one-line reason in err. */
-static struct cdp_pool *pool_for(const struct clamfs_opts *opts,
-				 enum scan_mode *mode, char *err,
-				 size_t errlen)
+/*
+ * The rules a configuration must pass to be put in force, at startup and
+ * on SIGHUP alike, for the mount of backend on mountpoint (real paths).
+ * running is the configuration in force, NULL at startup: its quarantine
+ * directory was checked when it was opened. Fills *mode with the scan mode
+ * opts resolves to. 0, or -1 with a one-line reason in err.
+ */
+static int check_config(const struct clamfs_opts *opts,
+			const struct clamfs_opts *running, const char *backend,
+			const char *mountpoint, enum scan_mode *mode, char *err,
+			size_t errlen)
 {
-	struct cdp_pool *pool = NULL;
-	struct cdp_config cfg;
+	struct cdp_addr *addr;
 	bool unix_socket;
 	int ret;
 
@@ -110,8 +197,70 @@ static struct cdp_pool *pool_for(const struct clamfs_opts *opts,
 			 "clamd=%s: want an absolute socket path or "
 			 "tcp://HOST:PORT",
 			 opts->clamd);
-		return NULL;
+		return -1;
 	}
+	ret = cdp_addr_parse(opts->clamd, &addr);
+	if (ret) {
+		snprintf(err, errlen, "clamd=%s: %s", opts->clamd,
+			 ret == -EINVAL ? "not a socket path or tcp://HOST:PORT"
+					: strerror(-ret));
+		return -1;
+	}
+	unix_socket = cdp_addr_kind(addr) == CDP_ADDR_UNIX;
+	cdp_addr_free(addr);
+	*mode = opts->scan_mode >= 0 ? (enum scan_mode)opts->scan_mode
+		: unix_socket	     ? SCAN_MODE_FDPASS
+				     : SCAN_MODE_STREAM;
+	if (*mode == SCAN_MODE_FDPASS && !unix_socket) {
+		snprintf(err, errlen,
+			 "scan_mode=fdpass needs clamd on a UNIX socket; use "
+			 "scan_mode=stream over TCP");
+		return -1;
+	}
+	/*
+	 * clamd's open of the path would come back through the mount (a
+	 * deadlock), and our stat of it sees the mount's file, never the one
+	 * scanned: every open would fail.
+	 */
+	if (*mode == SCAN_MODE_PATH && strcmp(backend, mountpoint) == 0) {
+		snprintf(err, errlen,
+			 "scan_mode=path cannot scan a backend mounted over "
+			 "itself; use fdpass or stream");
+		return -1;
+	}
+	if (opts->policy.on_infected == INFECTED_QUARANTINE &&
+	    (!running ||
+	     str_differs(running->quarantine_dir, opts->quarantine_dir)))
+		return check_quarantine_dir(opts->quarantine_dir, backend, err,
+					    errlen);
+	return 0;
+}
+
+/* Creates (0700) and opens the checked quarantine directory; -1 if not. */
+static int open_quarantine(const char *dir)
+{
+	int fd;
+
+	if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
+		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
+			strerror(errno));
+		return -1;
+	}
+	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd == -1)
+		fprintf(stderr, "clamfs: quarantine_dir %s: %s\n", dir,
+			strerror(errno));
+	return fd;
+}
+
+/* A pool for opts' clamd (checked); NULL with a one-line reason in err. */
+static struct cdp_pool *pool_for(const struct clamfs_opts *opts, char *err,
+				 size_t errlen)
+{
+	struct cdp_pool *pool = NULL;
+	struct cdp_config cfg;
+	int ret;
+
 	cdp_config_init(&cfg);
 	cfg.addr = opts->clamd;
 	cfg.max_conns = opts->clamd_connections ? opts->clamd_connections
@@ -122,17 +271,6 @@ static struct cdp_pool *pool_for(const struct clamfs_opts *opts,
 		snprintf(err, errlen, "clamd=%s: %s", opts->clamd,
 			 ret == -EINVAL ? "not a socket path or tcp://HOST:PORT"
 					: strerror(-ret));
-		return NULL;
-	}
-	unix_socket = cdp_addr_kind(cdp_pool_addr(pool)) == CDP_ADDR_UNIX;
-	*mode = opts->scan_mode >= 0 ? (enum scan_mode)opts->scan_mode
-		: unix_socket	     ? SCAN_MODE_FDPASS
-				     : SCAN_MODE_STREAM;
-	if (*mode == SCAN_MODE_FDPASS && !unix_socket) {
-		snprintf(err, errlen,
-			 "scan_mode=fdpass needs clamd on a UNIX socket; use "
-			 "scan_mode=stream over TCP");
-		cdp_pool_free(pool);
 		return NULL;
 	}
 	return pool;
@@ -151,35 +289,38 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 	rt->fs = fs;
 	rt->mountpoint = mountpoint;
 	pthread_mutex_init(&rt->lock, NULL);
-	rt->ngen = 1;
-	g = current(rt);
+	pthread_mutex_init(&rt->pin_lock, NULL);
+	fs->rt = rt;
+	fs->quarantine_fd = -1;
+	g = rt->current = generation_new();
+	if (!g)
+		goto nomem;
 	g->opts = (struct clamfs_opts *)opts; /* the caller's */
-	g->pool = pool_for(opts, &fs->scan_mode, err, sizeof(err));
+	if (check_config(opts, NULL, fs->backend_path, mountpoint,
+			 &fs->scan_mode, err, sizeof(err)) != 0) {
+		fprintf(stderr, "clamfs: %s\n", err);
+		goto fail;
+	}
+	g->pool = pool_for(opts, err, sizeof(err));
 	if (!g->pool) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
-	/* clamd's open would come back through the mount: a deadlock */
-	if (fs->scan_mode == SCAN_MODE_PATH &&
-	    strcmp(fs->backend_path, mountpoint) == 0) {
-		fprintf(stderr, "clamfs: scan_mode=path cannot scan a backend "
-				"mounted over itself; use fdpass or stream\n");
-		goto fail;
-	}
+	g->owns_pool = true;
 	fs->policy = &opts->policy;
 	fs->scan_on_close = opts->scan_on_close;
-	fs->quarantine_fd = -1;
 	if (opts->policy.on_infected == INFECTED_QUARANTINE) {
-		fs->quarantine_fd =
-			open_quarantine(opts->quarantine_dir, fs->backend_path);
+		fs->quarantine_fd = open_quarantine(opts->quarantine_dir);
 		if (fs->quarantine_fd < 0)
 			goto fail;
 	}
 	g->vcache = fs->vcache =
 		vcache_new(opts->cache_entries, opts->cache_ttl, NULL, NULL);
+	g->owns_vcache = g->vcache != NULL;
 	g->detect = fs->detect =
 		detect_new(opts->infected_cmd, opts->infected_cmd_rate,
 			   mountpoint, &fs->stats);
+	g->owns_detect = g->detect != NULL;
 	if (!fs->vcache || !fs->detect)
 		goto nomem;
 	return rt;
@@ -226,7 +367,7 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
-		if (cdp_ping(current(rt)->pool, &res) == 0) {
+		if (cdp_ping(rt->current->pool, &res) == 0) {
 			if (said)
 				log_info("clamd answers; going ahead");
 			return 0;
@@ -253,7 +394,10 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 
 static void drop_cache(struct runtime *rt)
 {
+	struct generation *pin = fs_pin(rt->fs);
+
 	vcache_clear(fs_vcache(rt->fs));
+	fs_unpin(pin);
 	stats_inc(&rt->fs->stats, STAT_CACHE_CLEARS);
 	log_info("SIGUSR1: verdict cache dropped, every file is scanned "
 		 "again at its next open");
@@ -284,10 +428,41 @@ static void *signal_main(void *arg)
 	}
 }
 
+/* The database watch's view of the configuration in force. */
+static struct cdp_pool *watch_pin_pool(void *arg, void **pin)
+{
+	struct runtime *rt = arg;
+	struct generation *g = fs_pin(rt->fs);
+
+	*pin = g;
+	return g->pool;
+}
+
+static void watch_unpin(void *arg, void *pin)
+{
+	(void)arg;
+	fs_unpin(pin);
+}
+
+static void watch_drop_verdicts(void *arg)
+{
+	struct runtime *rt = arg;
+	struct generation *pin = fs_pin(rt->fs);
+
+	vcache_clear(fs_vcache(rt->fs));
+	fs_unpin(pin);
+}
+
 int runtime_start(struct runtime *rt, int argc, char *argv[])
 {
+	struct dbwatch_source src = {
+		.arg = rt,
+		.pin_pool = watch_pin_pool,
+		.unpin = watch_unpin,
+		.drop_verdicts = watch_drop_verdicts,
+	};
 	struct scanq_config qcfg = {0};
-	struct clamfs_opts *opts = current(rt)->opts;
+	struct clamfs_opts *opts = rt->current->opts;
 	sigset_t quit;
 	int ret;
 
@@ -317,15 +492,15 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 		rt->argc = argc + 2;
 		rt->argv = rt->argv_copy;
 	}
-	qcfg.pool = current(rt)->pool;
+	qcfg.pool = rt->current->pool;
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
 	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
 	if (ret)
 		return ret;
-	ret = dbwatch_start(current(rt)->pool, rt->fs->vcache, &rt->fs->stats,
-			    opts->version_check, &rt->dbwatch);
+	ret = dbwatch_start(&src, &rt->fs->stats, opts->version_check,
+			    &rt->dbwatch);
 	if (ret)
 		return ret;
 	rt->fs->dbwatch = rt->dbwatch;
@@ -340,56 +515,6 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	return 0;
 }
 
-static void generation_free(struct generation *g)
-{
-	cdp_pool_free(g->pool);
-	vcache_free(g->vcache);
-	detect_free(g->detect);
-	if (g->owns_opts) {
-		fuse_opt_free_args(&g->args);
-		opts_free(g->opts);
-		free(g->opts);
-	}
-	memset(g, 0, sizeof(*g));
-}
-
-static time_t monotonic_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
-/* Frees retired generations no request can still be using. */
-static void reclaim(struct runtime *rt)
-{
-	time_t now = monotonic_now();
-	int kept = 0;
-
-	for (int i = 0; i < rt->ngen; i++) {
-		struct generation *g = &rt->gen[i];
-
-		/*
-		 * A replaced pool may carry scans up to their deadline; the
-		 * rest is held only for the length of one call.
-		 */
-		time_t grace = g->pool ? (time_t)g->opts->scan_timeout + 30
-				       : 5;
-
-		if (i < rt->ngen - 1 && g->retired && now - g->retired > grace) {
-			generation_free(g);
-			continue;
-		}
-		if (kept != i) {
-			rt->gen[kept] = *g;
-			memset(g, 0, sizeof(*g));
-		}
-		kept++;
-	}
-	rt->ngen = kept;
-}
-
 void runtime_free(struct runtime *rt)
 {
 	if (!rt)
@@ -400,13 +525,23 @@ void runtime_free(struct runtime *rt)
 	}
 	dbwatch_stop(rt->dbwatch);
 	rt->fs->dbwatch = NULL;
+	/* its last scans end here, and with them their pins */
 	scanq_free(rt->fs->scanq);
 	rt->fs->scanq = NULL;
-	for (int i = 0; i < rt->ngen; i++)
-		generation_free(&rt->gen[i]);
+	/*
+	 * Nothing else can hold a pin now: dropping the current generation
+	 * frees the whole chain. A generation a leaked pin still held would
+	 * stay, for the leak checker to name.
+	 */
+	fs_unpin(rt->current);
+	rt->fs->rt = NULL;
+	rt->fs->policy = NULL;
+	rt->fs->vcache = NULL;
+	rt->fs->detect = NULL;
 	if (rt->fs->quarantine_fd >= 0)
 		close(rt->fs->quarantine_fd);
 	rt->fs->quarantine_fd = -1;
+	pthread_mutex_destroy(&rt->pin_lock);
 	pthread_mutex_destroy(&rt->lock);
 	free(rt->argv_copy);
 	free(rt->config_arg);
@@ -427,11 +562,6 @@ static const char *num(char *buf, unsigned long v)
 {
 	snprintf(buf, 24, "%lu", v);
 	return buf;
-}
-
-static bool str_differs(const char *a, const char *b)
-{
-	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
 }
 
 /* Settings that only a remount changes: named, not applied. */
@@ -511,6 +641,9 @@ static void note_policy_changes(const struct clamfs_opts *o,
 	if (op->max_scan_size != np->max_scan_size)
 		note(buf, len, "max_scan_size", num(a, op->max_scan_size),
 		     num(b, np->max_scan_size));
+	if (op->racy_window != np->racy_window)
+		note(buf, len, "racy_window", num(a, op->racy_window),
+		     num(b, np->racy_window));
 	if (op->oversize_allow != np->oversize_allow)
 		note(buf, len, "oversize", op->oversize_allow ? "allow" : "deny",
 		     np->oversize_allow ? "allow" : "deny");
@@ -538,63 +671,33 @@ static void note_policy_changes(const struct clamfs_opts *o,
 		     levels[n->log_level & 3]);
 }
 
-void runtime_reload(struct runtime *rt)
+/* Replaced objects of next, and their notes; -1 (logged) on failure. */
+static int build_replacements(struct runtime *rt, struct generation *next,
+			      const struct clamfs_opts *o, enum scan_mode mode,
+			      char *changes, size_t len)
 {
-	struct clamfs_opts *o, *n = calloc(1, sizeof(*n));
-	struct generation *g, *next;
+	const struct clamfs_opts *n = next->opts;
 	struct clamfs_fs *fs = rt->fs;
-	char err[512], changes[2048] = "", remount[512], a[24], b[24];
-	enum scan_mode mode = fs->scan_mode;
+	char err[512], a[24], b[24];
 
-	pthread_mutex_lock(&rt->lock);
-	reclaim(rt);
-	g = current(rt);
-	o = g->opts;
-	if (!n || rt->ngen == RUNTIME_MAX_GENERATIONS) {
-		log_err("SIGHUP: not reloading: %s",
-			n ? "too many reloads in a short time, try again in a "
-			    "minute"
-			  : "no memory");
-		free(n);
-		pthread_mutex_unlock(&rt->lock);
-		return;
-	}
-	if (opts_parse(rt->argc, rt->argv, n, &rt->gen[rt->ngen].args, err,
-		       sizeof(err)) != 0) {
-		log_err("SIGHUP: configuration rejected, nothing changed: %s",
-			err);
-		goto out_free;
-	}
-	note_remount_only(o, n, remount, sizeof(remount));
-	/* the quarantine fd stays: the action needs it as it was opened */
-	if (n->policy.on_infected == INFECTED_QUARANTINE &&
-	    fs->quarantine_fd < 0) {
-		log_err("SIGHUP: on_infected=quarantine needs a remount "
-			"(quarantine_dir was not open); nothing changed");
-		goto out_args;
-	}
-
-	next = &rt->gen[rt->ngen];
-	next->opts = n;
-	next->owns_opts = true;
 	if (str_differs(o->clamd, n->clamd) ||
 	    o->clamd_connections != n->clamd_connections ||
 	    o->scan_mode != n->scan_mode ||
 	    o->scan_timeout != n->scan_timeout) {
-		next->pool = pool_for(n, &mode, err, sizeof(err));
+		next->pool = pool_for(n, err, sizeof(err));
 		if (!next->pool) {
 			log_err("SIGHUP: %s; nothing changed", err);
-			goto out_args;
+			return -1;
 		}
+		next->owns_pool = true;
 		if (str_differs(o->clamd, n->clamd))
-			note(changes, sizeof(changes), "clamd", o->clamd,
-			     n->clamd);
+			note(changes, len, "clamd", o->clamd, n->clamd);
 		if (o->scan_mode != n->scan_mode)
-			note(changes, sizeof(changes), "scan_mode",
+			note(changes, len, "scan_mode",
 			     scan_mode_name(fs->scan_mode),
 			     scan_mode_name(mode));
 		if (o->scan_timeout != n->scan_timeout)
-			note(changes, sizeof(changes), "scan_timeout",
+			note(changes, len, "scan_timeout",
 			     num(a, o->scan_timeout), num(b, n->scan_timeout));
 	}
 	if (o->cache_entries != n->cache_entries ||
@@ -604,17 +707,16 @@ void runtime_reload(struct runtime *rt)
 		if (!next->vcache) {
 			log_err("SIGHUP: no memory for the new cache; nothing "
 				"changed");
-			cdp_pool_free(next->pool);
-			next->pool = NULL;
-			goto out_args;
+			return -1;
 		}
+		next->owns_vcache = true;
 		if (o->cache_entries != n->cache_entries)
-			note(changes, sizeof(changes), "cache_entries",
+			note(changes, len, "cache_entries",
 			     num(a, o->cache_entries),
 			     num(b, n->cache_entries));
 		if (o->cache_ttl != n->cache_ttl)
-			note(changes, sizeof(changes), "cache_ttl",
-			     num(a, o->cache_ttl), num(b, n->cache_ttl));
+			note(changes, len, "cache_ttl", num(a, o->cache_ttl),
+			     num(b, n->cache_ttl));
 	}
 	if (str_differs(o->infected_cmd, n->infected_cmd) ||
 	    o->infected_cmd_rate != n->infected_cmd_rate) {
@@ -624,66 +726,125 @@ void runtime_reload(struct runtime *rt)
 		if (!next->detect) {
 			log_err("SIGHUP: no memory for the new hook; nothing "
 				"changed");
-			cdp_pool_free(next->pool);
-			vcache_free(next->vcache);
-			next->pool = NULL;
-			next->vcache = NULL;
-			goto out_args;
+			return -1;
 		}
-		note(changes, sizeof(changes), "infected_cmd",
+		next->owns_detect = true;
+		note(changes, len, "infected_cmd",
 		     o->infected_cmd ? o->infected_cmd : "none",
 		     n->infected_cmd ? n->infected_cmd : "none");
 	}
+	return 0;
+}
 
+/*
+ * Puts next in force in place of g: what next did not replace moves on to
+ * it, requests see its objects from now on, and g is retired, to be freed
+ * by its last unpin (maybe this one).
+ */
+static void publish(struct runtime *rt, struct generation *g,
+		    struct generation *next, enum scan_mode mode)
+{
+	struct clamfs_fs *fs = rt->fs;
+	bool new_pool = next->pool != NULL;
+
+#define MOVE_ON(obj)                                                           \
+	do {                                                                   \
+		if (!next->obj) {                                              \
+			next->obj = g->obj;                                    \
+			next->owns_##obj = g->owns_##obj;                      \
+			g->owns_##obj = false;                                 \
+		}                                                              \
+	} while (0)
+	MOVE_ON(pool);
+	MOVE_ON(vcache);
+	MOVE_ON(detect);
+#undef MOVE_ON
+	/*
+	 * The queue takes the new pool before anybody can pin next: a scan
+	 * runs on the pool of the generation its waiter pinned, or a newer.
+	 */
+	if (new_pool) {
+		fs->scan_mode = mode;
+		scanq_reconfigure(fs->scanq, next->pool, mode,
+				  (int)next->opts->scan_timeout * 1000);
+	}
+	__atomic_store_n(&fs->vcache, next->vcache, __ATOMIC_RELEASE);
+	__atomic_store_n(&fs->detect, next->detect, __ATOMIC_RELEASE);
+	__atomic_store_n(&fs->policy, &next->opts->policy, __ATOMIC_RELEASE);
+	__atomic_store_n(&fs->scan_on_close, next->opts->scan_on_close,
+			 __ATOMIC_RELAXED);
+	if (new_pool) {
+		/*
+		 * Another clamd may have other signatures: verdicts of the
+		 * old one are not trusted.
+		 */
+		vcache_clear(next->vcache);
+		stats_inc(&fs->stats, STAT_CACHE_CLEARS);
+	}
+	pthread_mutex_lock(&rt->pin_lock);
+	rt->current = next;
+	pthread_mutex_unlock(&rt->pin_lock);
+	/* set before the runtime's reference goes: g's last unpin reads it */
+	g->next = next;
+	__atomic_add_fetch(&next->refs, 1, __ATOMIC_RELAXED);
+	fs_unpin(g);
+}
+
+void runtime_reload(struct runtime *rt)
+{
+	struct clamfs_opts *o, *n = calloc(1, sizeof(*n));
+	struct generation *g, *next = generation_new();
+	struct clamfs_fs *fs = rt->fs;
+	char err[512], changes[2048] = "", remount[512];
+	enum scan_mode mode = fs->scan_mode;
+
+	pthread_mutex_lock(&rt->lock);
+	/* only a reload changes current, and it holds rt->lock */
+	g = rt->current;
+	o = g->opts;
+	if (!n || !next) {
+		log_err("SIGHUP: not reloading: no memory");
+		free(n);
+		free(next);
+		pthread_mutex_unlock(&rt->lock);
+		return;
+	}
+	next->opts = n;
+	next->owns_opts = true;
+	if (opts_parse(rt->argc, rt->argv, n, &next->args, err, sizeof(err))) {
+		log_err("SIGHUP: configuration rejected, nothing changed: %s",
+			err);
+		/* opts_parse freed what it had filled */
+		next->owns_opts = false;
+		free(n);
+		goto out;
+	}
+	if (check_config(n, o, fs->backend_path, rt->mountpoint, &mode, err,
+			 sizeof(err)) != 0) {
+		log_err("SIGHUP: configuration rejected, nothing changed: %s",
+			err);
+		goto out;
+	}
+	note_remount_only(o, n, remount, sizeof(remount));
+	/* the quarantine fd stays: the action needs it as it was opened */
+	if (n->policy.on_infected == INFECTED_QUARANTINE &&
+	    fs->quarantine_fd < 0) {
+		log_err("SIGHUP: on_infected=quarantine needs a remount "
+			"(quarantine_dir was not open); nothing changed");
+		goto out;
+	}
+	if (build_replacements(rt, next, o, mode, changes, sizeof(changes)))
+		goto out;
 	note_policy_changes(o, n, changes, sizeof(changes));
 	if (!changes[0] && !remount[0] && !next->pool && !next->vcache &&
 	    !next->detect) {
 		/* a reload that changes nothing keeps what is in place */
 		log_info("SIGHUP: configuration reloaded (nothing changed)");
-		next->opts = NULL;
-		goto out_args;
+		goto out;
 	}
 
-	/* from here on nothing fails: publish */
-	rt->ngen++;
-	if (next->pool) {
-		fs->scan_mode = mode;
-		scanq_reconfigure(fs->scanq, next->pool, mode,
-				  (int)n->scan_timeout * 1000);
-	}
-	if (next->vcache)
-		__atomic_store_n(&fs->vcache, next->vcache, __ATOMIC_RELEASE);
-	if (next->detect)
-		__atomic_store_n(&fs->detect, next->detect, __ATOMIC_RELEASE);
-	if (next->pool) {
-		/*
-		 * Another clamd may have other signatures: verdicts of the
-		 * old one are not trusted.
-		 */
-		vcache_clear(fs_vcache(fs));
-		stats_inc(&fs->stats, STAT_CACHE_CLEARS);
-	}
-	/* the watch follows the current pool and cache */
-	if (next->pool || next->vcache)
-		dbwatch_retarget(rt->dbwatch, next->pool ? next->pool : g->pool,
-				 fs_vcache(fs));
-	/* what was not replaced moves on; g keeps what was, for a while */
-	if (!next->pool) {
-		next->pool = g->pool;
-		g->pool = NULL;
-	}
-	if (!next->vcache) {
-		next->vcache = g->vcache;
-		g->vcache = NULL;
-	}
-	if (!next->detect) {
-		next->detect = g->detect;
-		g->detect = NULL;
-	}
-	g->retired = monotonic_now();
-	__atomic_store_n(&fs->policy, &n->policy, __ATOMIC_RELEASE);
-	__atomic_store_n(&fs->scan_on_close, n->scan_on_close,
-			 __ATOMIC_RELAXED);
+	publish(rt, g, next, mode);
+	next = NULL;
 	/* said before a lower level could hide it */
 	log_info("SIGHUP: configuration reloaded%s%s", changes[0] ? ": " : "",
 		 changes[0] ? changes : " (nothing changed)");
@@ -691,14 +852,8 @@ void runtime_reload(struct runtime *rt)
 	if (remount[0])
 		log_warn("SIGHUP: changed but needs a remount, not applied: %s",
 			 remount);
-	pthread_mutex_unlock(&rt->lock);
-	return;
-
-out_args:
-	fuse_opt_free_args(&rt->gen[rt->ngen].args);
-	opts_free(n);
-out_free:
-	free(n);
-	memset(&rt->gen[rt->ngen], 0, sizeof(rt->gen[0]));
+out:
+	if (next)
+		generation_free(next);
 	pthread_mutex_unlock(&rt->lock);
 }

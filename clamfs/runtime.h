@@ -49,7 +49,12 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 /* Stops every thread and frees all, old generations included. */
 void runtime_free(struct runtime *rt);
 
-/* SIGHUP's work, callable directly (tests of the logic use signals). */
+/*
+ * SIGHUP's work, callable directly (tests of the logic use signals): the
+ * configuration is read again and checked by the rules startup applies;
+ * one they refuse is logged and changes nothing. What it replaces is freed
+ * once the last request pinning it (fs_pin) lets go.
+ */
 void runtime_reload(struct runtime *rt);
 
 #endif
