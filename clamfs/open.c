@@ -332,6 +332,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		.tag = p->write_seq,
 		.fd = p->fd,
 		.gen = vcache_generation(fs_vcache(fs)),
+		.uid = p->uid, /* whose queue: the opener, or the uploader */
 	};
 
 	if (scanq_mode(fs->scanq) == SCAN_MODE_PATH)

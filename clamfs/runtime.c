@@ -321,6 +321,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
 	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
+	qcfg.scan = scanq_scan_clamd;
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
 	if (ret)
 		return ret;
