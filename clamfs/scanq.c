@@ -656,6 +656,14 @@ void scanq_free(struct scanq *q)
 		return;
 	pthread_mutex_lock(&q->lock);
 	q->stopping = true;
+	/* scans under way end now, not at their deadline */
+	for (int i = 0; i < SCANQ_BUCKETS; i++) {
+		struct scan_job *job;
+
+		LIST_FOREACH (job, &q->map[i], map_link) {
+			cdp_cancel_trigger(job->cancel);
+		}
+	}
 	pthread_cond_broadcast(&q->wake);
 	pthread_cond_broadcast(&q->wake_small);
 	pthread_mutex_unlock(&q->lock);

@@ -131,7 +131,7 @@ void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
 
 enum scan_mode scanq_mode(struct scanq *q);
 
-/* Stops the threads; queued scans end as cancelled. */
+/* Stops the threads; scans under way and queued ones end as cancelled. */
 void scanq_free(struct scanq *q);
 
 /* What to scan. */
