@@ -91,8 +91,9 @@ struct scanq {
 	bool stopping;
 	struct scanner *scanners;
 	unsigned int nthreads;
-	int reap_fd;	  /* eventfd: wakes the reaper */
-	uint64_t reap_at; /* when the reaper wakes on its own */
+	int reap_fd;		 /* eventfd: wakes the reaper */
+	atomic_bool withdrawals; /* a waiter gave up since the last reap */
+	uint64_t reap_at;	 /* when the reaper wakes on its own */
 	pthread_t reaper;
 	bool reaper_started;
 	struct scanq_counters counters; /* under lock */
@@ -515,17 +516,47 @@ static bool abandoned(struct scan_job *job)
 }
 
 /*
+ * Takes the waiters that gave up off the scans they joined (queued or
+ * running): they get their answer now, not when a scan others still wait
+ * for ends. Returns them linked through next.
+ */
+static struct scan_waiter *detach_withdrawn(struct scanq *q)
+{
+	struct scan_waiter *gone = NULL, **pw, *w;
+	struct scan_job *job;
+
+	for (int i = 0; i < SCANQ_BUCKETS; i++) {
+		LIST_FOREACH (job, &q->map[i], map_link) {
+			for (pw = &job->waiters; (w = *pw);) {
+				if (!atomic_load(&w->withdrawn)) {
+					pw = &w->next;
+					continue;
+				}
+				*pw = w->next;
+				w->next = gone;
+				gone = w;
+			}
+		}
+	}
+	return gone;
+}
+
+/*
  * Ends the queued jobs that are past their deadline or that nobody waits
- * for; returns how long it may sleep (ms, -1: until woken).
+ * for, and answers waiters that gave up; returns how long it may sleep
+ * (ms, -1: until woken).
  */
 static int reap(struct scanq *q)
 {
 	struct scan_job *job, *tmp, *done = NULL;
+	struct scan_waiter *gone = NULL, *w;
 	struct scan_outcome o;
 	uint64_t now = now_usec(), next = UINT64_MAX;
 	int ms;
 
 	pthread_mutex_lock(&q->lock);
+	if (atomic_exchange(&q->withdrawals, false))
+		gone = detach_withdrawn(q);
 	TAILQ_FOREACH_SAFE (job, &q->queued, age_link, tmp) {
 		if (job->deadline_us > now && !abandoned(job)) {
 			if (job->deadline_us < next)
@@ -544,6 +575,19 @@ static int reap(struct scanq *q)
 	}
 	q->reap_at = next;
 	pthread_mutex_unlock(&q->lock);
+
+	memset(&o, 0, sizeof(o));
+	fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
+	while ((w = gone)) {
+		/* done() may free a waiter without after(): read first */
+		bool has_after = w->after != NULL;
+
+		gone = w->next;
+		/* alone now: no other waiter's reply to wait for */
+		w->done(w, &o);
+		if (has_after)
+			w->after(w);
+	}
 
 	while (done) {
 		job = done;
@@ -688,11 +732,11 @@ static void withdraw(struct scan_waiter *w, struct scan_job *job)
 {
 	if (atomic_exchange(&w->withdrawn, true))
 		return;
-	if (atomic_fetch_sub(&job->interested, 1) == 1) {
+	if (atomic_fetch_sub(&job->interested, 1) == 1)
 		cdp_cancel_trigger(job->cancel);
-		/* a queued job nobody waits for ends without a thread */
-		wake_reaper(job->q);
-	}
+	/* the reaper answers w, and ends a queued job nobody waits for */
+	atomic_store(&job->q->withdrawals, true);
+	wake_reaper(job->q);
 }
 
 static int rejected(struct scanq *q, uid_t uid)

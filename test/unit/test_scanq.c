@@ -292,29 +292,40 @@ static void test_counters_single_flight(void **state)
 static void test_interrupt_running_scan(void **state)
 {
 	struct scanq *q = new_queue(1, 10000, 0);
-	struct twaiter a, b;
+	struct twaiter a, b, c;
 	struct scanq_counters cnt;
 
 	(void)state;
-	twaiter_init(&a, false);
-	twaiter_init(&b, false);
+	twaiter_init(&a, true);
+	twaiter_init(&b, true);
+	twaiter_init(&c, false);
 	assert_int_equal(submit(q, 20, 100, 1, &a), 0);
 	assert_int_equal(submit(q, 20, 100, 1, &b), 0);
 	assert_true(fake_wait_scans(1));
-	/* one of two waiters gives up: the scan goes on */
+	/* one of two waiters gives up: it is answered now, the scan goes on */
 	scanq_interrupt(&a.w);
-	usleep(50 * 1000);
-	assert_false(atomic_load(&a.done));
-	/* the last one gives up: the scan is cancelled */
-	scanq_interrupt(&b.w);
 	assert_true(wait_done(&a, 2000));
-	assert_true(wait_done(&b, 2000));
 	assert_true(scanq_waiter_interrupted(&a.w));
 	assert_int_equal(a.o.res.cat, CDP_ERR_CANCELLED);
-	scanq_counters(q, &cnt);
-	assert_int_equal(cnt.cancelled, 1);
+	assert_true(atomic_load(&a.after));
+	assert_false(atomic_load(&b.done));
+	fake_release(20);
+	assert_true(wait_done(&b, 2000));
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	/* the last waiter gives up: the scan itself is cancelled */
+	assert_int_equal(submit(q, 21, 100, 1, &c), 0);
+	assert_true(fake_wait_scans(2));
+	scanq_interrupt(&c.w);
+	assert_true(wait_done(&c, 2000));
+	assert_int_equal(c.o.res.cat, CDP_ERR_CANCELLED);
+	scanq_free(q);
+	q = NULL;
+	assert_int_equal(fake_nscans(), 2);
 	/* an interrupted waiter cannot submit again */
-	assert_int_equal(submit(q, 20, 100, 1, &a), -EINTR);
+	q = new_queue(1, 10000, 0);
+	assert_int_equal(submit(q, 22, 100, 1, &a), -EINTR);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.scans, 0);
 	scanq_free(q);
 }
 
