@@ -37,7 +37,6 @@ struct scan_job {
 	uint64_t tag;
 	void (*prepare)(void *arg);
 	void *prepare_arg;
-	int src_fd; /* the creator's fd, reopened when the scan starts */
 	int fd;
 	char *path;
 	uint64_t gen;
@@ -144,7 +143,7 @@ static void wake_reaper(struct scanq *q)
 	(void)n;
 }
 
-/* --- users and lanes (all under q->lock) ---------------------------------- */
+/* --- users and lanes (all under q->lock) --- */
 
 static struct user_list *user_bucket(struct scanq *q, uid_t uid)
 {
@@ -254,7 +253,7 @@ static void unmap(struct scan_job *job)
 	job->in_map = false;
 }
 
-/* --- jobs ----------------------------------------------------------------- */
+/* --- jobs --- */
 
 static void job_free(struct scan_job *job)
 {
@@ -268,15 +267,22 @@ static void job_free(struct scan_job *job)
 static struct scan_job *job_new(struct scanq *q, const struct scan_request *r)
 {
 	struct scan_job *job = calloc(1, sizeof(*job));
+	char link[32];
 
 	if (!job)
 		return NULL;
 	job->q = q;
-	job->fd = -1;
-	job->src_fd = r->fd;
+	/*
+	 * clamd gets a read-only reopening of the opener's file, never the
+	 * opener's fd, which may be open for writing. Made here, outside the
+	 * lock: the opener's fd may be closed while the job still runs (a
+	 * waiter that gave up is answered at once).
+	 */
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", r->fd);
+	job->fd = open(link, O_RDONLY | O_CLOEXEC);
 	job->cancel = cdp_cancel_new();
 	job->path = r->path ? strdup(r->path) : NULL;
-	if (!job->cancel || (r->path && !job->path)) {
+	if (job->fd < 0 || !job->cancel || (r->path && !job->path)) {
 		job_free(job);
 		return NULL;
 	}
@@ -326,8 +332,7 @@ static void finish(struct scan_job *job, const struct scan_outcome *o)
 	job_free(job);
 }
 
-/* --- the real scanner ------------------------------------------------------
- */
+/* --- the real scanner --- */
 
 /* SCAN by path: clamd must have seen our very file, before and after. */
 static bool path_is_file(const char *path, const struct vcache_file *f)
@@ -365,8 +370,7 @@ moved:
 	     "file moved or changed while scanned by path");
 }
 
-/* --- scanner threads -------------------------------------------------------
- */
+/* --- scanner threads --- */
 
 static bool worth_retry(const struct cdp_result *res)
 {
@@ -390,7 +394,6 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	uint64_t start = now_usec();
 	struct scanq_config cfg;
 	struct scanq_scan s;
-	char link[32];
 
 	pthread_mutex_lock(&q->lock);
 	cfg = q->cfg;
@@ -402,17 +405,6 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		job->prepare(job->prepare_arg);
 	if (cdp_cancel_triggered(job->cancel)) {
 		fail(&out->res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
-		goto out;
-	}
-	/*
-	 * clamd gets a read-only reopening of the opener's file, never the
-	 * opener's fd, which may be open for writing.
-	 */
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", job->src_fd);
-	job->fd = open(link, O_RDONLY | O_CLOEXEC);
-	if (job->fd < 0) {
-		fail(&out->res, CDP_ERR_LOCAL, errno,
-		     "cannot reopen the file for reading");
 		goto out;
 	}
 	s = (struct scanq_scan){
@@ -507,8 +499,7 @@ static void *scanner_main(void *arg)
 	}
 }
 
-/* --- the reaper ------------------------------------------------------------
- */
+/* --- the reaper --- */
 
 static bool abandoned(struct scan_job *job)
 {
@@ -527,6 +518,12 @@ static struct scan_waiter *detach_withdrawn(struct scanq *q)
 
 	for (int i = 0; i < SCANQ_BUCKETS; i++) {
 		LIST_FOREACH (job, &q->map[i], map_link) {
+			/*
+			 * prepare() uses its waiter's memory: that waiter is
+			 * the only one, and its scan is cancelled anyway.
+			 */
+			if (job->prepare)
+				continue;
 			for (pw = &job->waiters; (w = *pw);) {
 				if (!atomic_load(&w->withdrawn)) {
 					pw = &w->next;
@@ -632,8 +629,7 @@ static void *reaper_main(void *arg)
 	}
 }
 
-/* --- the API ---------------------------------------------------------------
- */
+/* --- the API --- */
 
 int scanq_new(const struct scanq_config *cfg, struct scanq **out)
 {

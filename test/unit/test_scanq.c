@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,7 +31,8 @@
 struct fake {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	ino_t order[MAX_SCANS]; /* files in the order their scans began */
+	ino_t order[MAX_SCANS];	 /* files in the order their scans began */
+	ino_t fd_ino[MAX_SCANS]; /* what the fd given to the scanner is */
 	int nscans;
 	int running;
 	int max_running_big;
@@ -49,6 +51,7 @@ static void fake_reset(void)
 {
 	pthread_mutex_lock(&fake.lock);
 	memset(fake.order, 0, sizeof(fake.order));
+	memset(fake.fd_ino, 0, sizeof(fake.fd_ino));
 	fake.nscans = 0;
 	fake.running = 0;
 	fake.running_big = 0;
@@ -68,8 +71,13 @@ static void fake_scan(const struct scanq_scan *s, struct cdp_result *res)
 	assert_true(s->timeout_ms > 0);
 	memset(res, 0, sizeof(*res));
 	pthread_mutex_lock(&fake.lock);
-	if (fake.nscans < MAX_SCANS)
+	if (fake.nscans < MAX_SCANS) {
+		struct stat st;
+
 		fake.order[fake.nscans] = ino;
+		fake.fd_ino[fake.nscans] =
+			fstat(s->fd, &st) == 0 ? st.st_ino : 0;
+	}
 	fake.nscans++;
 	fake.running++;
 	if (big && ++fake.running_big > fake.max_running_big)
@@ -193,17 +201,23 @@ static bool wait_done(struct twaiter *t, int ms)
 
 static int devnull = -1;
 
-static int submit(struct scanq *q, ino_t ino, off_t size, uid_t uid,
-		  struct twaiter *t)
+static int submit_fd(struct scanq *q, ino_t ino, off_t size, uid_t uid,
+		     struct twaiter *t, int fd)
 {
 	struct vcache_file f = {.dev = 1, .ino = ino, .size = size};
 	struct scan_request r = {
 		.file = &f,
-		.fd = devnull,
+		.fd = fd,
 		.uid = uid,
 	};
 
 	return scanq_submit(q, &r, &t->w);
+}
+
+static int submit(struct scanq *q, ino_t ino, off_t size, uid_t uid,
+		  struct twaiter *t)
+{
+	return submit_fd(q, ino, size, uid, t, devnull);
 }
 
 static struct scanq *new_queue(unsigned int threads, int timeout_ms,
@@ -326,6 +340,42 @@ static void test_interrupt_running_scan(void **state)
 	assert_int_equal(submit(q, 22, 100, 1, &a), -EINTR);
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.scans, 0);
+	scanq_free(q);
+}
+
+/*
+ * The waiter that created a scan gives up and closes its fd (its number
+ * then names another file): the scan others joined still reads the file.
+ */
+static void test_creator_gone_scan_reads_its_file(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter gate, a, b;
+	struct stat want;
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), other;
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &want), 0);
+	twaiter_init(&gate, false);
+	twaiter_init(&a, true);
+	twaiter_init(&b, true);
+	assert_int_equal(submit(q, 25, 100, 1, &gate), 0); /* thread busy */
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit_fd(q, 26, 100, 1, &a, fd), 0);
+	assert_int_equal(submit(q, 26, 100, 2, &b), 0);
+	scanq_interrupt(&a.w);
+	assert_true(wait_done(&a, 2000));
+	close(fd);
+	other = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(other >= 0);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&b, 2000));
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(fake.order[1], 26);
+	assert_int_equal(fake.fd_ino[1], want.st_ino);
+	close(other);
 	scanq_free(q);
 }
 
@@ -501,6 +551,7 @@ int main(void)
 		cmocka_unit_test(test_single_flight),
 		cmocka_unit_test(test_counters_single_flight),
 		cmocka_unit_test(test_interrupt_running_scan),
+		cmocka_unit_test(test_creator_gone_scan_reads_its_file),
 		cmocka_unit_test(test_interrupt_queued_scan),
 		cmocka_unit_test(test_deadline_counts_from_submission),
 		cmocka_unit_test(test_round_robin_between_uids),
