@@ -12,7 +12,7 @@
  *   their own, and the scanner threads serve the users round-robin, one
  *   job at a time. One user opening a thousand files delays another user
  *   by at most one scan per thread, not by a thousand.
- * - A small-file lane: files up to small_bytes are "small". With two or
+ * - A small-file lane: files up to small_bytes (1 MiB) are "small". With two or
  *   more threads, one thread serves only small files (round-robin too),
  *   so at most threads - 1 big scans run at once and a small file never
  *   waits behind big ones. (With one thread there is nothing to reserve.)
@@ -30,6 +30,8 @@
  *   still queued at its deadline ends with CDP_ERR_TIMEOUT right then (a
  *   reaper thread watches the deadlines), and a job whose every waiter
  *   was interrupted ends as cancelled, also without waiting for a thread.
+ * - An interrupted waiter is answered at once (cancelled), also while
+ *   the scan it joined goes on for other waiters.
  * - No file is opened and nothing blocks under the queue's lock.
  */
 #ifndef CLAMFS_SCANQ_H
@@ -140,8 +142,8 @@ struct scan_request {
 	uint64_t tag;	  /* must also match for two requests to share a scan
 			   * (the count of writes made through the mount) */
 	int fd;		  /* the open file; the queue scans a read-only
-			   * reopening of it, made on the scanner thread:
-			   * fd must stay open until done() is called */
+			   * reopening of it made by scanq_submit, so the
+			   * caller may close fd once submit returns */
 	const char *path; /* absolute backend path, for SCAN_MODE_PATH */
 	uint64_t gen;	  /* vcache generation read before the scan */
 	uid_t uid;	  /* whose queue the scan waits in (the opener) */
@@ -167,8 +169,9 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 /*
  * The waiter's caller gave up (the FUSE request was interrupted). Never
  * blocks and takes no lock, so it may run inside an interrupt callback.
- * done() is still called; when no waiter of a scan is left, the scan is
- * cancelled and finishes promptly.
+ * done() is still called, promptly and with a cancelled outcome, from the
+ * queue's reaper thread; when no waiter of a scan is left, the scan is
+ * cancelled too.
  */
 void scanq_interrupt(struct scan_waiter *w);
 
