@@ -12,10 +12,11 @@
  *   their own, and the scanner threads serve the users round-robin, one
  *   job at a time. One user opening a thousand files delays another user
  *   by at most one scan per thread, not by a thousand.
- * - A small-file lane: files up to small_bytes (1 MiB) are "small". With two or
- *   more threads, one thread serves only small files (round-robin too),
- *   so at most threads - 1 big scans run at once and a small file never
- *   waits behind big ones. (With one thread there is nothing to reserve.)
+ * - A small-file lane: files up to small_bytes (1 MiB) are "small". With
+ *   two or more threads, one thread serves only small files (round-robin
+ *   too), so at most threads - 1 big scans run at once and a small file
+ *   never waits behind big ones. (With one thread there is nothing to
+ *   reserve.)
  *   Keep scan_threads at or below clamd's MaxThreads, or clamd's own
  *   queue puts the small scan behind the big ones again.
  * - A bound: a user may have at most max_queued_per_uid scans waiting
