@@ -92,9 +92,8 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 /*
  * The name a quarantine or delete removed is still in the kernel's dentry
  * cache for entry_timeout: a write through it would land in the removed
- * file. Called once every waiter of the scan has its reply (scan queue's
- * after()): a create waiting on the same scan holds the directory lock
- * until answered, and the notification takes it.
+ * file. Called after the reply: a create holds the directory lock until
+ * then, and the notification takes it.
  */
 static void forget_removed_name(struct clamfs_fs *fs, struct pending *p)
 {
@@ -242,8 +241,10 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 
 static void close_scanned(struct pending *p, const struct scan_outcome *o)
 {
-	if (o->res.verdict == CDP_INFECTED)
+	if (o->res.verdict == CDP_INFECTED) {
 		act_on_infected(p->fs, p, "close", o->res.text, false);
+		forget_removed_name(p->fs, p);
+	}
 	else if (o->res.verdict == CDP_ERROR)
 		allow_after_error(p->fs, p, &o->res);
 	close(p->fd);
@@ -279,20 +280,12 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		if (err != EINTR && o->res.verdict == CDP_INFECTED)
 			stats_inc(&fs->stats, STAT_DENIED);
 		reply_refused(p->req, fs, p->fd, created, err);
+		forget_removed_name(fs, p);
 	} else {
 		reply_allowed(p->req, fs, p->inode, p->fd, &p->fi, &p->st,
 			      created);
 	}
 out:
-	return; /* p is freed by scanned_all */
-}
-
-/* Scanner thread, once every waiter of the scan has been answered. */
-static void scanned_all(struct scan_waiter *w)
-{
-	struct pending *p = (struct pending *)w;
-
-	forget_removed_name(p->fs, p);
 	free(p);
 }
 
@@ -309,7 +302,6 @@ static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
 	if (!p)
 		return NULL;
 	p->w.done = scanned;
-	p->w.after = scanned_all;
 	p->fs = fs;
 	p->inode = inode;
 	p->fd = fd;
@@ -340,7 +332,6 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		.tag = p->write_seq,
 		.fd = p->fd,
 		.gen = vcache_generation(fs_vcache(fs)),
-		.uid = p->uid, /* whose queue: the opener, or the uploader */
 	};
 
 	if (scanq_mode(fs->scanq) == SCAN_MODE_PATH)

@@ -305,30 +305,38 @@ static void fail(struct cdp_result *res, enum cdp_errcat cat, int err,
 	strlcpy(res->text, text, sizeof(res->text));
 }
 
+/* done() may free its waiter: the link is read first. */
+static void answer(struct scan_waiter *w, const struct scan_outcome *o)
+{
+	struct scan_waiter *next;
+
+	for (; w; w = next) {
+		next = w->next;
+		w->done(w, o);
+	}
+}
+
 /*
- * Every waiter gets its verdict before any after() runs: an after() may
- * block until another waiter's request has been answered.
+ * Waiters that hold a lock until answered go first: another waiter's
+ * done() may block on that lock.
  */
 static void finish(struct scan_job *job, const struct scan_outcome *o)
 {
-	struct scan_waiter *w = job->waiters, *next, *later = NULL;
+	struct scan_waiter *w, *next, *first = NULL, *rest = NULL;
 
-	job->waiters = NULL;
-	for (; w; w = next) {
-		/* done() may free a waiter without after(): read first */
-		bool has_after = w->after != NULL;
-
+	for (w = job->waiters; w; w = next) {
 		next = w->next;
-		w->done(w, o);
-		if (has_after) {
-			w->next = later;
-			later = w;
+		if (w->answer_first) {
+			w->next = first;
+			first = w;
+		} else {
+			w->next = rest;
+			rest = w;
 		}
 	}
-	for (w = later; w; w = next) {
-		next = w->next;
-		w->after(w);
-	}
+	job->waiters = NULL;
+	answer(first, o);
+	answer(rest, o);
 	job_free(job);
 }
 
@@ -546,7 +554,7 @@ static struct scan_waiter *detach_withdrawn(struct scanq *q)
 static int reap(struct scanq *q)
 {
 	struct scan_job *job, *tmp, *done = NULL;
-	struct scan_waiter *gone = NULL, *w;
+	struct scan_waiter *gone = NULL;
 	struct scan_outcome o;
 	uint64_t now = now_usec(), next = UINT64_MAX;
 	int ms;
@@ -575,16 +583,7 @@ static int reap(struct scanq *q)
 
 	memset(&o, 0, sizeof(o));
 	fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
-	while ((w = gone)) {
-		/* done() may free a waiter without after(): read first */
-		bool has_after = w->after != NULL;
-
-		gone = w->next;
-		/* alone now: no other waiter's reply to wait for */
-		w->done(w, &o);
-		if (has_after)
-			w->after(w);
-	}
+	answer(gone, &o);
 
 	while (done) {
 		job = done;

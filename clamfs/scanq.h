@@ -62,19 +62,19 @@ struct scan_outcome {
 struct scan_job;
 
 /*
- * A party waiting for a verdict. The caller fills done() (and optionally
- * after()) and owns the memory; it must stay valid until done() has been
- * called, or until after() has been called when after is set.
+ * A party waiting for a verdict. The caller fills done() and owns the
+ * memory; it must stay valid until done() has been called.
  */
 struct scan_waiter {
 	void (*done)(struct scan_waiter *w, const struct scan_outcome *o);
 	/*
-	 * Called once done() has been called for every waiter of the same
-	 * scan: for work that must not delay the others' verdicts (a kernel
-	 * notification that needs a lock another waiter's request holds
-	 * until it is answered). NULL: none.
+	 * Set by the caller: of the waiters of one scan, those answered first
+	 * get done() before all others. For a request that holds a lock
+	 * until answered which another waiter's done() may need (a FUSE
+	 * CREATE holds its directory's lock; a quarantine's notification to
+	 * the kernel takes it).
 	 */
-	void (*after)(struct scan_waiter *w);
+	bool answer_first;
 	/* queue-private from here on */
 	struct scan_waiter *next;
 	_Atomic(struct scan_job *) job;

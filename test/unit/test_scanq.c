@@ -3,7 +3,7 @@
  * Scan queue with a fake, blocking scanner (no clamd): single flight,
  * interruption of running and of queued scans, deadlines counted from
  * submission, round-robin between uids, the small-file lane, the per-uid
- * bound, and after() running once every waiter of a scan has its verdict.
+ * bound, and answer_first waiters getting their verdict before the others.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -154,8 +154,7 @@ static int fake_nscans(void)
 struct twaiter {
 	struct scan_waiter w; /* first */
 	atomic_int done;
-	atomic_int after;
-	atomic_int others_done_at_after; /* done() calls seen by after() */
+	int seq; /* 1 for the first done() since the queue was made, ... */
 	struct scan_outcome o;
 	uint64_t at_ms;
 };
@@ -168,23 +167,15 @@ static void on_done(struct scan_waiter *w, const struct scan_outcome *o)
 
 	t->o = *o;
 	t->at_ms = now_ms();
-	atomic_fetch_add(&total_done, 1);
+	t->seq = atomic_fetch_add(&total_done, 1) + 1;
 	atomic_store(&t->done, 1);
 }
 
-static void on_after(struct scan_waiter *w)
-{
-	struct twaiter *t = (struct twaiter *)w;
-
-	atomic_store(&t->others_done_at_after, atomic_load(&total_done));
-	atomic_store(&t->after, 1);
-}
-
-static void twaiter_init(struct twaiter *t, bool with_after)
+static void twaiter_init(struct twaiter *t, bool answer_first)
 {
 	memset(t, 0, sizeof(*t));
 	t->w.done = on_done;
-	t->w.after = with_after ? on_after : NULL;
+	t->w.answer_first = answer_first;
 }
 
 static bool wait_done(struct twaiter *t, int ms)
@@ -257,9 +248,9 @@ static void test_single_flight(void **state)
 	struct twaiter a, b, c;
 
 	(void)state;
-	twaiter_init(&a, true);
-	twaiter_init(&b, true);
-	twaiter_init(&c, true);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	twaiter_init(&c, true); /* joins last, is answered first */
 	fake.verdict = CDP_INFECTED;
 	assert_int_equal(submit(q, 10, 100, 1000, &a), 0);
 	assert_true(fake_wait_scans(1));
@@ -275,10 +266,8 @@ static void test_single_flight(void **state)
 	assert_int_equal(b.o.res.verdict, CDP_INFECTED);
 	assert_int_equal(c.o.res.verdict, CDP_INFECTED);
 	scanq_free(q);
-	/* after() of each ran only once all three had their verdict */
-	assert_int_equal(atomic_load(&a.others_done_at_after), 3);
-	assert_int_equal(atomic_load(&b.others_done_at_after), 3);
-	assert_int_equal(atomic_load(&c.others_done_at_after), 3);
+	assert_int_equal(c.seq, 1);
+	assert_true(a.seq > 1 && b.seq > 1);
 	assert_int_equal(fake_nscans(), 1);
 }
 
@@ -310,8 +299,8 @@ static void test_interrupt_running_scan(void **state)
 	struct scanq_counters cnt;
 
 	(void)state;
-	twaiter_init(&a, true);
-	twaiter_init(&b, true);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
 	twaiter_init(&c, false);
 	assert_int_equal(submit(q, 20, 100, 1, &a), 0);
 	assert_int_equal(submit(q, 20, 100, 1, &b), 0);
@@ -321,7 +310,6 @@ static void test_interrupt_running_scan(void **state)
 	assert_true(wait_done(&a, 2000));
 	assert_true(scanq_waiter_interrupted(&a.w));
 	assert_int_equal(a.o.res.cat, CDP_ERR_CANCELLED);
-	assert_true(atomic_load(&a.after));
 	assert_false(atomic_load(&b.done));
 	fake_release(20);
 	assert_true(wait_done(&b, 2000));
@@ -358,8 +346,8 @@ static void test_creator_gone_scan_reads_its_file(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(fstat(fd, &want), 0);
 	twaiter_init(&gate, false);
-	twaiter_init(&a, true);
-	twaiter_init(&b, true);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
 	assert_int_equal(submit(q, 25, 100, 1, &gate), 0); /* thread busy */
 	assert_true(fake_wait_scans(1));
 	assert_int_equal(submit_fd(q, 26, 100, 1, &a, fd), 0);
