@@ -734,17 +734,16 @@ static void withdraw(struct scan_waiter *w, struct scan_job *job)
 	wake_reaper(job->q);
 }
 
-static int rejected(struct scanq *q, uid_t uid)
+/* Outside the lock: logging may block. */
+static void log_rejected(uid_t uid, unsigned int bound)
 {
 	static struct log_limit limit;
 	unsigned long held_back;
 
-	q->counters.rejected++;
 	if (log_limit_pass(&limit, &held_back))
 		log_warn("scan queue full uid=%u queued=%u: open refused "
 			 "with EAGAIN suppressed_before=%lu",
-			 (unsigned)uid, q->cfg.max_queued_per_uid, held_back);
-	return -EAGAIN;
+			 (unsigned)uid, bound, held_back);
 }
 
 int scanq_submit(struct scanq *q, const struct scan_request *r,
@@ -782,7 +781,8 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		goto out;
 	}
 	if (u->queued >= q->cfg.max_queued_per_uid) {
-		ret = rejected(q, r->uid);
+		q->counters.rejected++;
+		ret = -EAGAIN;
 		goto out;
 	}
 	job = fresh;
@@ -811,6 +811,8 @@ out:
 		job_free(fresh);
 	if (wake)
 		wake_reaper(q);
+	if (ret == -EAGAIN)
+		log_rejected(r->uid, q->cfg.max_queued_per_uid);
 	return ret;
 }
 
