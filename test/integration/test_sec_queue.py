@@ -232,7 +232,9 @@ def test_create_and_opens_share_an_infected_scan(mount_clamfs, eicar_bytes,
                 abort_connection(m)
             reap(procs)
         assert all(r[0] == "EACCES" for r in results), results
+        # one scan: the create made it, the four opens joined it
         assert fake.scans == 1, fake.scans
+        assert stats(m.mnt)["scans_joined"] == 4
         assert sorted(os.listdir(m.b("d"))) == ["keep"]
         assert not os.path.lexists(m.m("d", "f"))
         assert not os.path.lexists(m.m("d", "late"))
