@@ -132,8 +132,11 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 /*
  * The name a quarantine or delete removed is still in the kernel's dentry
  * cache for entry_timeout: a write through it would land in the removed
- * file. Called after the reply: a create holds the directory lock until
- * then, and the notification takes it.
+ * file. The notification takes the directory lock, which a create holds
+ * until answered: creates waiting on the same scan are answered before
+ * everybody else (answer_first), and a create itself notifies after its
+ * reply. Any other opener notifies before its reply, so the name is gone
+ * once its open returns.
  */
 static void forget_removed_name(struct clamfs_fs *fs, struct pending *p)
 {
@@ -324,8 +327,11 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	if (err) {
 		if (err != EINTR && o->res.verdict == CDP_INFECTED)
 			stats_inc(&fs->stats, STAT_DENIED);
+		if (!created)
+			forget_removed_name(fs, p);
 		reply_refused(p->req, fs, p->fd, created, err);
-		forget_removed_name(fs, p);
+		if (created)
+			forget_removed_name(fs, p);
 	} else {
 		reply_allowed(p->req, fs, p->inode, p->fd, &p->fi, &p->stamp,
 			      created);
@@ -378,6 +384,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		.tag = p->write_seq,
 		.fd = p->fd,
 		.gen = vcache_generation(fs_vcache(fs)),
+		.uid = p->uid, /* whose queue: the opener, or the uploader */
 	};
 
 	if (scanq_mode(fs->scanq) == SCAN_MODE_PATH)
@@ -387,6 +394,8 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		r.prepare_arg = p;
 	}
 	vcache_file_from_stat(&f, &p->stamp.st);
+	/* it holds its directory's lock until answered */
+	p->w.answer_first = p->is_create;
 	return scanq_submit(fs->scanq, &r, &p->w);
 }
 

@@ -117,6 +117,17 @@ void fs_unpin(struct generation *g)
 	}
 }
 
+/* The scan queue's hold on the pool a scan runs on (scanq_config). */
+static void *hold_generation(void *fs)
+{
+	return fs_pin(fs);
+}
+
+static void release_generation(void *pin)
+{
+	fs_unpin(pin);
+}
+
 static bool str_differs(const char *a, const char *b)
 {
 	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
@@ -496,6 +507,10 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
 	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
+	qcfg.scan = scanq_scan_clamd;
+	qcfg.hold = hold_generation;
+	qcfg.release = release_generation;
+	qcfg.hold_arg = rt->fs;
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
 	if (ret)
 		return ret;

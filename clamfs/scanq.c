@@ -1,26 +1,38 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Scan queue: a FIFO of jobs served by a fixed set of scanner threads, and
- * a map of jobs in flight keyed by file identity and stamp for single
- * flight. Waiters join a job under the queue lock; interruption is
- * lock-free (atomics and cdp_cancel_trigger only).
+ * Scan queue: per-uid FIFOs served round-robin by a fixed set of scanner
+ * threads (one of them kept for small files), a map of jobs in flight
+ * keyed by file identity and stamp for single flight, and a reaper thread
+ * that ends queued jobs at their deadline or once nobody waits for them.
+ * Waiters join a job under the queue lock; interruption is lock-free
+ * (atomics, cdp_cancel_trigger and an eventfd write only).
  */
 #include "scanq.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/queue.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#define SCANQ_BUCKETS 256
+#include "log.h"
+
+#define SCANQ_BUCKETS	   256
+#define SCANQ_USER_BUCKETS 64
+
+enum lane { LANE_SMALL, LANE_BIG, LANES };
+
+struct scanq_user;
 
 struct scan_job {
+	struct scanq *q;
 	struct vcache_file file;
 	uint64_t tag;
 	void (*prepare)(void *arg);
@@ -28,26 +40,61 @@ struct scan_job {
 	int fd;
 	char *path;
 	uint64_t gen;
+	uint64_t deadline_us; /* CLOCK_MONOTONIC */
 	struct cdp_cancel *cancel;
 	atomic_uint interested; /* waiters not interrupted */
 	struct scan_waiter *waiters;
 	bool in_map;
-	TAILQ_ENTRY(scan_job) queue_link;
+	struct scanq_user *user; /* while queued */
+	struct scan_job *reaped; /* the reaper's list of jobs to end */
+	bool expired;		 /* reaped at its deadline (else abandoned) */
+	enum lane lane;
+	TAILQ_ENTRY(scan_job) lane_link; /* in user->lane[lane] */
+	TAILQ_ENTRY(scan_job) age_link;	 /* in q->queued, submit order */
 	LIST_ENTRY(scan_job) map_link;
 };
 
 TAILQ_HEAD(job_queue, scan_job);
 LIST_HEAD(job_list, scan_job);
 
+/* A uid with queued jobs; freed when its last one leaves the queue. */
+struct scanq_user {
+	uid_t uid;
+	unsigned int queued;
+	struct job_queue lane[LANES];
+	bool in_ring, in_small_ring;
+	TAILQ_ENTRY(scanq_user) ring_link;	 /* has any queued job */
+	TAILQ_ENTRY(scanq_user) small_ring_link; /* has a small one */
+	LIST_ENTRY(scanq_user) hash_link;
+};
+
+TAILQ_HEAD(user_ring, scanq_user);
+LIST_HEAD(user_list, scanq_user);
+
+struct scanner {
+	struct scanq *q;
+	bool small_only;
+	pthread_t thread;
+};
+
 struct scanq {
 	struct scanq_config cfg;
 	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	struct job_queue pending;
+	pthread_cond_t wake;	     /* general scanner threads */
+	pthread_cond_t wake_small;   /* the small-file thread */
+	struct user_ring ring;	     /* round-robin over users: any job */
+	struct user_ring small_ring; /* round-robin over users: small jobs */
+	struct user_list users[SCANQ_USER_BUCKETS];
+	struct job_queue queued; /* every queued job, oldest first */
 	struct job_list map[SCANQ_BUCKETS];
 	bool stopping;
-	pthread_t *threads;
+	struct scanner *scanners;
 	unsigned int nthreads;
+	int reap_fd;		 /* eventfd: wakes the reaper */
+	atomic_bool withdrawals; /* a waiter gave up since the last reap */
+	uint64_t reap_at;	 /* when the reaper wakes on its own */
+	pthread_t reaper;
+	bool reaper_started;
 	struct scanq_counters counters; /* under lock */
 };
 
@@ -86,6 +133,128 @@ static bool same_content(const struct vcache_file *a,
 	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
 }
 
+static void wake_reaper(struct scanq *q)
+{
+	uint64_t one = 1;
+	ssize_t n;
+
+	/* a full counter still wakes it: nothing to do on failure */
+	n = write(q->reap_fd, &one, sizeof(one));
+	(void)n;
+}
+
+/* --- users and lanes (all under q->lock) --- */
+
+static struct user_list *user_bucket(struct scanq *q, uid_t uid)
+{
+	return &q->users[(uid * 2654435761U) % SCANQ_USER_BUCKETS];
+}
+
+static struct scanq_user *user_get(struct scanq *q, uid_t uid, bool create)
+{
+	struct user_list *b = user_bucket(q, uid);
+	struct scanq_user *u;
+
+	LIST_FOREACH (u, b, hash_link) {
+		if (u->uid == uid)
+			return u;
+	}
+	if (!create)
+		return NULL;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->uid = uid;
+	for (int l = 0; l < LANES; l++)
+		TAILQ_INIT(&u->lane[l]);
+	LIST_INSERT_HEAD(b, u, hash_link);
+	return u;
+}
+
+static void user_put(struct scanq *q, struct scanq_user *u)
+{
+	if (u->queued)
+		return;
+	if (u->in_ring)
+		TAILQ_REMOVE(&q->ring, u, ring_link);
+	if (u->in_small_ring)
+		TAILQ_REMOVE(&q->small_ring, u, small_ring_link);
+	LIST_REMOVE(u, hash_link);
+	free(u);
+}
+
+static void enqueue(struct scanq *q, struct scanq_user *u, struct scan_job *job)
+{
+	job->user = u;
+	TAILQ_INSERT_TAIL(&u->lane[job->lane], job, lane_link);
+	TAILQ_INSERT_TAIL(&q->queued, job, age_link);
+	u->queued++;
+	q->counters.queued++;
+	if (!u->in_ring) {
+		TAILQ_INSERT_TAIL(&q->ring, u, ring_link);
+		u->in_ring = true;
+	}
+	if (job->lane == LANE_SMALL && !u->in_small_ring) {
+		TAILQ_INSERT_TAIL(&q->small_ring, u, small_ring_link);
+		u->in_small_ring = true;
+	}
+}
+
+/* Takes a job out of the queue (not out of the map). */
+static void dequeue(struct scanq *q, struct scan_job *job)
+{
+	struct scanq_user *u = job->user;
+
+	TAILQ_REMOVE(&u->lane[job->lane], job, lane_link);
+	TAILQ_REMOVE(&q->queued, job, age_link);
+	job->user = NULL;
+	u->queued--;
+	q->counters.queued--;
+	if (u->in_small_ring && TAILQ_EMPTY(&u->lane[LANE_SMALL])) {
+		TAILQ_REMOVE(&q->small_ring, u, small_ring_link);
+		u->in_small_ring = false;
+	}
+	user_put(q, u);
+}
+
+/*
+ * The next job for a scanner thread: the first user in line gives one job
+ * (its small ones first) and goes to the back of the line.
+ */
+static struct scan_job *pick(struct scanq *q, bool small_only)
+{
+	struct scanq_user *u;
+	struct scan_job *job;
+
+	if (small_only) {
+		u = TAILQ_FIRST(&q->small_ring);
+		if (!u)
+			return NULL;
+		TAILQ_REMOVE(&q->small_ring, u, small_ring_link);
+		TAILQ_INSERT_TAIL(&q->small_ring, u, small_ring_link);
+	} else {
+		u = TAILQ_FIRST(&q->ring);
+		if (!u)
+			return NULL;
+		TAILQ_REMOVE(&q->ring, u, ring_link);
+		TAILQ_INSERT_TAIL(&q->ring, u, ring_link);
+	}
+	job = TAILQ_FIRST(&u->lane[LANE_SMALL]);
+	if (!job)
+		job = TAILQ_FIRST(&u->lane[LANE_BIG]);
+	dequeue(q, job);
+	return job;
+}
+
+static void unmap(struct scan_job *job)
+{
+	if (job->in_map)
+		LIST_REMOVE(job, map_link);
+	job->in_map = false;
+}
+
+/* --- jobs --- */
+
 static void job_free(struct scan_job *job)
 {
 	if (job->fd >= 0)
@@ -95,31 +264,83 @@ static void job_free(struct scan_job *job)
 	free(job);
 }
 
-static struct scan_job *job_new(const struct vcache_file *f, int fd,
-				const char *path, uint64_t gen)
+static struct scan_job *job_new(struct scanq *q, const struct scan_request *r)
 {
 	struct scan_job *job = calloc(1, sizeof(*job));
+	char link[32];
 
 	if (!job)
 		return NULL;
-	char link[32];
-
+	job->q = q;
 	/*
 	 * clamd gets a read-only reopening of the opener's file, never the
-	 * opener's fd, which may be open for writing.
+	 * opener's fd, which may be open for writing. Made here, outside the
+	 * lock: the opener's fd may be closed while the job still runs (a
+	 * waiter that gave up is answered at once).
 	 */
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", r->fd);
 	job->fd = open(link, O_RDONLY | O_CLOEXEC);
 	job->cancel = cdp_cancel_new();
-	job->path = path ? strdup(path) : NULL;
-	if (job->fd < 0 || !job->cancel || (path && !job->path)) {
+	job->path = r->path ? strdup(r->path) : NULL;
+	if (job->fd < 0 || !job->cancel || (r->path && !job->path)) {
 		job_free(job);
 		return NULL;
 	}
-	job->file = *f;
-	job->gen = gen;
+	job->file = *r->file;
+	job->gen = r->gen;
+	job->tag = r->tag;
+	job->prepare = r->prepare;
+	job->prepare_arg = r->prepare_arg;
+	atomic_store(&job->interested, 1);
 	return job;
 }
+
+static void fail(struct cdp_result *res, enum cdp_errcat cat, int err,
+		 const char *text)
+{
+	memset(res, 0, sizeof(*res));
+	res->verdict = CDP_ERROR;
+	res->cat = cat;
+	res->err = err;
+	strlcpy(res->text, text, sizeof(res->text));
+}
+
+/* done() may free its waiter: the link is read first. */
+static void answer(struct scan_waiter *w, const struct scan_outcome *o)
+{
+	struct scan_waiter *next;
+
+	for (; w; w = next) {
+		next = w->next;
+		w->done(w, o);
+	}
+}
+
+/*
+ * Waiters that hold a lock until answered go first: another waiter's
+ * done() may block on that lock.
+ */
+static void finish(struct scan_job *job, const struct scan_outcome *o)
+{
+	struct scan_waiter *w, *next, *first = NULL, *rest = NULL;
+
+	for (w = job->waiters; w; w = next) {
+		next = w->next;
+		if (w->answer_first) {
+			w->next = first;
+			first = w;
+		} else {
+			w->next = rest;
+			rest = w;
+		}
+	}
+	job->waiters = NULL;
+	answer(first, o);
+	answer(rest, o);
+	job_free(job);
+}
+
+/* --- the real scanner --- */
 
 /* SCAN by path: clamd must have seen our very file, before and after. */
 static bool path_is_file(const char *path, const struct vcache_file *f)
@@ -133,36 +354,31 @@ static bool path_is_file(const char *path, const struct vcache_file *f)
 	return same_content(&now, f);
 }
 
-static void scan_once(const struct scanq_config *cfg, struct scan_job *job,
-		      int timeout_ms, struct cdp_result *res)
+void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res)
 {
-	struct cdp_pool *pool = cfg->pool;
-
-	switch (cfg->mode) {
+	switch (s->mode) {
 	case SCAN_MODE_FDPASS:
-		cdp_scan_fildes(pool, job->fd, timeout_ms, job->cancel, res);
+		cdp_scan_fildes(s->pool, s->fd, s->timeout_ms, s->cancel, res);
 		return;
 	case SCAN_MODE_STREAM:
-		cdp_scan_stream_fd(pool, job->fd, timeout_ms, job->cancel,
+		cdp_scan_stream_fd(s->pool, s->fd, s->timeout_ms, s->cancel,
 				   res);
 		return;
 	case SCAN_MODE_PATH:
-		if (!job->path || !path_is_file(job->path, &job->file))
+		if (!s->path || !path_is_file(s->path, s->file))
 			goto moved;
-		cdp_scan_path(pool, job->path, timeout_ms, job->cancel, res);
+		cdp_scan_path(s->pool, s->path, s->timeout_ms, s->cancel, res);
 		if (res->verdict != CDP_ERROR &&
-		    !path_is_file(job->path, &job->file))
+		    !path_is_file(s->path, s->file))
 			goto moved;
 		return;
 	}
 moved:
-	memset(res, 0, sizeof(*res));
-	res->verdict = CDP_ERROR;
-	res->cat = CDP_ERR_LOCAL;
-	res->err = ESTALE;
-	strlcpy(res->text, "file moved or changed while scanned by path",
-		sizeof(res->text));
+	fail(res, CDP_ERR_LOCAL, ESTALE,
+	     "file moved or changed while scanned by path");
 }
+
+/* --- scanner threads --- */
 
 static bool worth_retry(const struct cdp_result *res)
 {
@@ -170,14 +386,29 @@ static bool worth_retry(const struct cdp_result *res)
 	       (res->cat == CDP_ERR_CONNECT || res->cat == CDP_ERR_PROTOCOL);
 }
 
+/* Milliseconds left until the job's deadline; 0 when it has passed. */
+static int left_ms(const struct scan_job *job)
+{
+	uint64_t now = now_usec();
+
+	if (now + 1000 > job->deadline_us)
+		return 0;
+	return (int)((job->deadline_us - now) / 1000);
+}
+
 static void run_job(struct scanq *q, struct scan_job *job,
 		    struct scan_outcome *out)
 {
-	uint64_t start = now_usec(), spent_ms;
+	uint64_t start = now_usec();
 	struct scanq_config cfg;
+	struct scanq_scan s;
+	void *held = NULL;
 
 	pthread_mutex_lock(&q->lock);
 	cfg = q->cfg;
+	/* its waiters may all give up and be answered before it ends */
+	if (cfg.hold)
+		held = cfg.hold(cfg.hold_arg);
 	pthread_mutex_unlock(&q->lock);
 	memset(out, 0, sizeof(*out));
 	out->gen = job->gen;
@@ -185,22 +416,40 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	if (job->prepare && !cdp_cancel_triggered(job->cancel))
 		job->prepare(job->prepare_arg);
 	if (cdp_cancel_triggered(job->cancel)) {
-		out->res.verdict = CDP_ERROR;
-		out->res.cat = CDP_ERR_CANCELLED;
-		strlcpy(out->res.text, "cancelled", sizeof(out->res.text));
+		fail(&out->res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
 		goto out;
 	}
-	scan_once(&cfg, job, cfg.timeout_ms, &out->res);
-	spent_ms = (now_usec() - start) / 1000;
+	s = (struct scanq_scan){
+		.arg = cfg.scan_arg,
+		.pool = cfg.pool,
+		.mode = cfg.mode,
+		.fd = job->fd,
+		.path = job->path,
+		.file = &job->file,
+		.cancel = job->cancel,
+	};
+	s.timeout_ms = left_ms(job);
+	if (s.timeout_ms == 0) {
+		fail(&out->res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+		     "deadline passed before the scan could start");
+		goto out;
+	}
+	pthread_mutex_lock(&q->lock);
+	q->counters.scans++;
+	pthread_mutex_unlock(&q->lock);
+	cfg.scan(&s, &out->res);
 	/* a broken connection gets one immediate retry within the deadline */
+	s.timeout_ms = left_ms(job);
 	if (worth_retry(&out->res) && !cdp_cancel_triggered(job->cancel) &&
-	    spent_ms + 1 < (uint64_t)cfg.timeout_ms) {
+	    s.timeout_ms > 1) {
 		pthread_mutex_lock(&q->lock);
 		q->counters.retries++;
 		pthread_mutex_unlock(&q->lock);
-		scan_once(&cfg, job, cfg.timeout_ms - (int)spent_ms, &out->res);
+		cfg.scan(&s, &out->res);
 	}
 out:
+	if (cfg.release)
+		cfg.release(held);
 	out->usec = now_usec() - start;
 }
 
@@ -231,73 +480,211 @@ uint64_t scanq_latency_quantile(const struct scanq_counters *c, double q)
 
 static void *scanner_main(void *arg)
 {
-	struct scanq *q = arg;
+	struct scanner *self = arg;
+	struct scanq *q = self->q;
 
 	for (;;) {
-		struct scan_waiter *w, *next;
 		struct scan_outcome outcome;
 		struct scan_job *job;
 
 		pthread_mutex_lock(&q->lock);
-		while (!q->stopping && TAILQ_EMPTY(&q->pending))
-			pthread_cond_wait(&q->wake, &q->lock);
-		job = TAILQ_FIRST(&q->pending);
+		while (!(job = pick(q, self->small_only)) && !q->stopping)
+			pthread_cond_wait(self->small_only ? &q->wake_small
+							   : &q->wake,
+					  &q->lock);
 		if (!job) {
 			pthread_mutex_unlock(&q->lock);
 			return NULL;
 		}
-		TAILQ_REMOVE(&q->pending, job, queue_link);
-		q->counters.queued--;
 		if (q->stopping)
 			cdp_cancel_trigger(job->cancel);
-		else
-			q->counters.scans++;
 		pthread_mutex_unlock(&q->lock);
 
 		run_job(q, job, &outcome);
 
 		pthread_mutex_lock(&q->lock);
-		if (job->in_map)
-			LIST_REMOVE(job, map_link);
-		job->in_map = false;
+		unmap(job);
 		if (outcome.res.cat == CDP_ERR_CANCELLED)
 			q->counters.cancelled++;
 		else
 			record_latency(&q->counters, outcome.usec);
-		w = job->waiters;
-		job->waiters = NULL;
 		pthread_mutex_unlock(&q->lock);
-
-		/* done() may free its waiter: read the link first */
-		for (; w; w = next) {
-			next = w->next;
-			w->done(w, &outcome);
-		}
-		job_free(job);
+		finish(job, &outcome);
 	}
 }
 
+/* --- the reaper --- */
+
+static bool abandoned(struct scan_job *job)
+{
+	return atomic_load(&job->interested) == 0;
+}
+
+/*
+ * Takes the waiters that gave up off the scans they joined (queued or
+ * running): they get their answer now, not when a scan others still wait
+ * for ends. Returns them linked through next.
+ */
+static struct scan_waiter *detach_withdrawn(struct scanq *q)
+{
+	struct scan_waiter *gone = NULL, **pw, *w;
+	struct scan_job *job;
+
+	for (int i = 0; i < SCANQ_BUCKETS; i++) {
+		LIST_FOREACH (job, &q->map[i], map_link) {
+			/*
+			 * prepare() uses its waiter's memory: that waiter is
+			 * the only one, and its scan is cancelled anyway.
+			 */
+			if (job->prepare)
+				continue;
+			for (pw = &job->waiters; (w = *pw);) {
+				if (!atomic_load(&w->withdrawn)) {
+					pw = &w->next;
+					continue;
+				}
+				*pw = w->next;
+				w->next = gone;
+				gone = w;
+			}
+		}
+	}
+	return gone;
+}
+
+/*
+ * Ends the queued jobs that are past their deadline or that nobody waits
+ * for, and answers waiters that gave up; returns how long it may sleep
+ * (ms, -1: until woken).
+ */
+static int reap(struct scanq *q)
+{
+	struct scan_job *job, *tmp, *done = NULL;
+	struct scan_waiter *gone = NULL;
+	struct scan_outcome o;
+	uint64_t now = now_usec(), next = UINT64_MAX;
+	int ms;
+
+	pthread_mutex_lock(&q->lock);
+	if (atomic_exchange(&q->withdrawals, false))
+		gone = detach_withdrawn(q);
+	TAILQ_FOREACH_SAFE (job, &q->queued, age_link, tmp) {
+		if (job->deadline_us > now && !abandoned(job)) {
+			if (job->deadline_us < next)
+				next = job->deadline_us;
+			continue;
+		}
+		dequeue(q, job);
+		unmap(job);
+		job->expired = !abandoned(job);
+		if (job->expired)
+			q->counters.expired++;
+		else
+			q->counters.cancelled++;
+		job->reaped = done;
+		done = job;
+	}
+	q->reap_at = next;
+	pthread_mutex_unlock(&q->lock);
+
+	memset(&o, 0, sizeof(o));
+	fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
+	answer(gone, &o);
+
+	while (done) {
+		job = done;
+		done = job->reaped;
+		memset(&o, 0, sizeof(o));
+		o.gen = job->gen;
+		o.tag = job->tag;
+		if (job->expired)
+			fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+			     "deadline passed while queued for a scanner");
+		else
+			fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
+		finish(job, &o);
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	now = now_usec();
+	ms = next > now ? (int)((next - now + 999) / 1000) : 0;
+	return ms;
+}
+
+static void *reaper_main(void *arg)
+{
+	struct scanq *q = arg;
+	struct pollfd pfd = {.fd = q->reap_fd, .events = POLLIN};
+	uint64_t count;
+
+	for (;;) {
+		bool stopping;
+		int ms = reap(q);
+		ssize_t n;
+
+		pthread_mutex_lock(&q->lock);
+		stopping = q->stopping;
+		pthread_mutex_unlock(&q->lock);
+		if (stopping)
+			return NULL;
+		if (poll(&pfd, 1, ms) > 0) {
+			n = read(q->reap_fd, &count, sizeof(count));
+			(void)n;
+		}
+	}
+}
+
+/* --- the API --- */
+
 int scanq_new(const struct scanq_config *cfg, struct scanq **out)
 {
-	struct scanq *q = calloc(1, sizeof(*q));
+	struct scanq *q;
+	unsigned int n;
 	int ret = -ENOMEM;
 
+	if (!cfg->scan)
+		return -EINVAL;
+	q = calloc(1, sizeof(*q));
 	if (!q)
 		return -ENOMEM;
 	q->cfg = *cfg;
 	if (q->cfg.threads == 0)
 		q->cfg.threads = 1;
+	if (q->cfg.small_bytes == 0)
+		q->cfg.small_bytes = SCANQ_SMALL_BYTES;
+	if (q->cfg.max_queued_per_uid == 0)
+		q->cfg.max_queued_per_uid = SCANQ_MAX_QUEUED_PER_UID;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->wake, NULL);
-	TAILQ_INIT(&q->pending);
+	pthread_cond_init(&q->wake_small, NULL);
+	TAILQ_INIT(&q->ring);
+	TAILQ_INIT(&q->small_ring);
+	TAILQ_INIT(&q->queued);
+	for (int i = 0; i < SCANQ_USER_BUCKETS; i++)
+		LIST_INIT(&q->users[i]);
 	for (int i = 0; i < SCANQ_BUCKETS; i++)
 		LIST_INIT(&q->map[i]);
-	q->threads = calloc(q->cfg.threads, sizeof(*q->threads));
-	if (!q->threads)
+	q->reap_at = UINT64_MAX;
+	q->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (q->reap_fd < 0) {
+		ret = -errno;
 		goto fail;
-	for (; q->nthreads < q->cfg.threads; q->nthreads++) {
-		ret = -pthread_create(&q->threads[q->nthreads], NULL,
-				      scanner_main, q);
+	}
+	n = q->cfg.threads;
+	q->scanners = calloc(n, sizeof(*q->scanners));
+	if (!q->scanners)
+		goto fail;
+	ret = -pthread_create(&q->reaper, NULL, reaper_main, q);
+	if (ret)
+		goto fail;
+	q->reaper_started = true;
+	for (; q->nthreads < n; q->nthreads++) {
+		struct scanner *s = &q->scanners[q->nthreads];
+
+		s->q = q;
+		/* the last of two or more serves small files only */
+		s->small_only = n >= 2 && q->nthreads == n - 1;
+		ret = -pthread_create(&s->thread, NULL, scanner_main, s);
 		if (ret)
 			goto fail;
 	}
@@ -314,11 +701,28 @@ void scanq_free(struct scanq *q)
 		return;
 	pthread_mutex_lock(&q->lock);
 	q->stopping = true;
+	/* scans under way end now, not at their deadline */
+	for (int i = 0; i < SCANQ_BUCKETS; i++) {
+		struct scan_job *job;
+
+		LIST_FOREACH (job, &q->map[i], map_link) {
+			cdp_cancel_trigger(job->cancel);
+		}
+	}
 	pthread_cond_broadcast(&q->wake);
+	pthread_cond_broadcast(&q->wake_small);
 	pthread_mutex_unlock(&q->lock);
+	if (q->reaper_started) {
+		wake_reaper(q);
+		pthread_join(q->reaper, NULL);
+	}
+	/* general threads drain what is left, each job cancelled */
 	for (unsigned int i = 0; i < q->nthreads; i++)
-		pthread_join(q->threads[i], NULL);
-	free(q->threads);
+		pthread_join(q->scanners[i].thread, NULL);
+	free(q->scanners);
+	if (q->reap_fd >= 0)
+		close(q->reap_fd);
+	pthread_cond_destroy(&q->wake_small);
 	pthread_cond_destroy(&q->wake);
 	pthread_mutex_destroy(&q->lock);
 	free(q);
@@ -331,19 +735,38 @@ static void withdraw(struct scan_waiter *w, struct scan_job *job)
 		return;
 	if (atomic_fetch_sub(&job->interested, 1) == 1)
 		cdp_cancel_trigger(job->cancel);
+	/* the reaper answers w, and ends a queued job nobody waits for */
+	atomic_store(&job->q->withdrawals, true);
+	wake_reaper(job->q);
+}
+
+/* Outside the lock: logging may block. */
+static void log_rejected(uid_t uid, unsigned int bound)
+{
+	static struct log_limit limit;
+	unsigned long held_back;
+
+	if (log_limit_pass(&limit, &held_back))
+		log_warn("scan queue full uid=%u queued=%u: open refused "
+			 "with EAGAIN suppressed_before=%lu",
+			 (unsigned)uid, bound, held_back);
 }
 
 int scanq_submit(struct scanq *q, const struct scan_request *r,
 		 struct scan_waiter *w)
 {
 	struct job_list *bucket = bucket_of(q, r->file);
-	struct scan_job *job = NULL;
+	struct scan_job *job = NULL, *fresh;
+	struct scanq_user *u;
+	bool wake = false;
+	int ret = 0;
 
 	if (atomic_load(&w->interrupted))
 		return -EINTR;
+	/* allocated outside the lock; freed again if a scan can be joined */
+	fresh = job_new(q, r);
 	pthread_mutex_lock(&q->lock);
-	LIST_FOREACH(job, bucket, map_link)
-	{
+	LIST_FOREACH (job, bucket, map_link) {
 		if (same_content(&job->file, r->file) && job->tag == r->tag &&
 		    !job->prepare && !r->prepare)
 			break;
@@ -351,36 +774,52 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	/* a job everybody gave up on is being cancelled: start afresh */
 	if (job && atomic_fetch_add(&job->interested, 1) == 0) {
 		atomic_fetch_sub(&job->interested, 1);
-		LIST_REMOVE(job, map_link);
-		job->in_map = false;
+		unmap(job);
 		job = NULL;
 	}
 	if (job) {
 		q->counters.joined++;
-	} else {
-		job = job_new(r->file, r->fd, r->path, r->gen);
-		if (!job) {
-			pthread_mutex_unlock(&q->lock);
-			return -ENOMEM;
-		}
-		job->tag = r->tag;
-		job->prepare = r->prepare;
-		job->prepare_arg = r->prepare_arg;
-		atomic_store(&job->interested, 1);
-		LIST_INSERT_HEAD(bucket, job, map_link);
-		job->in_map = true;
-		TAILQ_INSERT_TAIL(&q->pending, job, queue_link);
-		q->counters.queued++;
-		pthread_cond_signal(&q->wake);
+		goto join;
 	}
+	u = fresh ? user_get(q, r->uid, true) : NULL;
+	if (!u) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (u->queued >= q->cfg.max_queued_per_uid) {
+		q->counters.rejected++;
+		ret = -EAGAIN;
+		goto out;
+	}
+	job = fresh;
+	fresh = NULL;
+	/* deadline and lane as configured now, not when allocated */
+	job->deadline_us = now_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
+	job->lane = (uint64_t)r->file->size <= q->cfg.small_bytes ? LANE_SMALL
+								  : LANE_BIG;
+	LIST_INSERT_HEAD(bucket, job, map_link);
+	job->in_map = true;
+	enqueue(q, u, job);
+	if (job->lane == LANE_SMALL)
+		pthread_cond_signal(&q->wake_small);
+	pthread_cond_signal(&q->wake);
+	wake = job->deadline_us < q->reap_at;
+join:
 	w->next = job->waiters;
 	job->waiters = w;
 	atomic_store(&w->job, job);
 	/* an interrupt that came before w->job was visible found no job */
 	if (atomic_load(&w->interrupted))
 		withdraw(w, job);
+out:
 	pthread_mutex_unlock(&q->lock);
-	return 0;
+	if (fresh)
+		job_free(fresh);
+	if (wake)
+		wake_reaper(q);
+	if (ret == -EAGAIN)
+		log_rejected(r->uid, q->cfg.max_queued_per_uid);
+	return ret;
 }
 
 void scanq_interrupt(struct scan_waiter *w)
@@ -401,6 +840,8 @@ void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
 	q->cfg.mode = mode;
 	q->cfg.timeout_ms = timeout_ms;
 	pthread_mutex_unlock(&q->lock);
+	/* a shorter deadline may be due before the reaper's next wake-up */
+	wake_reaper(q);
 }
 
 enum scan_mode scanq_mode(struct scanq *q)

@@ -4,7 +4,36 @@
  * files, off the FUSE worker threads. Concurrent requests for the same file
  * content (same inode and stamp) share one scan ("single flight"), and a
  * scan nobody waits for any more is cancelled. No FUSE here: a waiter is a
- * callback the caller embeds in its own request state.
+ * callback the caller embeds in its own request state, and the scanner
+ * itself is a callback too (clamd in the daemon, a fake in the tests).
+ *
+ * What a file server's users can rely on:
+ * - Fairness: every user (the uid that opened the file) has a queue of
+ *   their own, and the scanner threads serve the users round-robin, one
+ *   job at a time. One user opening a thousand files delays another user
+ *   by at most one scan per thread, not by a thousand.
+ * - A small-file lane: files up to small_bytes (1 MiB) are "small". With
+ *   two or more threads, one thread serves only small files (round-robin
+ *   too), so at most threads - 1 big scans run at once and a small file
+ *   never waits behind big ones. (With one thread there is nothing to
+ *   reserve.)
+ *   Keep scan_threads at or below clamd's MaxThreads, or clamd's own
+ *   queue puts the small scan behind the big ones again.
+ * - A bound: a user may have at most max_queued_per_uid scans waiting
+ *   for a thread (scans joined through single flight do not count).
+ *   Beyond it scanq_submit fails with -EAGAIN at once. Waiting instead
+ *   would not be free: every queued open holds a file descriptor and a
+ *   FUSE request in the daemon, and one user could exhaust the daemon's
+ *   descriptors for everybody. The bound is generous (many hundreds of
+ *   distinct unscanned files open at the same instant by one uid).
+ * - Deadlines count from submission: a scan must finish within
+ *   timeout_ms of the submit that created it, queueing included. A job
+ *   still queued at its deadline ends with CDP_ERR_TIMEOUT right then (a
+ *   reaper thread watches the deadlines), and a job whose every waiter
+ *   was interrupted ends as cancelled, also without waiting for a thread.
+ * - An interrupted waiter is answered at once (cancelled), also while
+ *   the scan it joined goes on for other waiters.
+ * - No file is opened and nothing blocks under the queue's lock.
  */
 #ifndef CLAMFS_SCANQ_H
 #define CLAMFS_SCANQ_H
@@ -12,6 +41,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "clamdproto.h"
 #include "vcache.h"
@@ -19,7 +49,7 @@
 enum scan_mode {
 	SCAN_MODE_FDPASS, /* FILDES: clamd reads our fd */
 	SCAN_MODE_STREAM, /* INSTREAM: we send the content */
-	SCAN_MODE_PATH,   /* SCAN: clamd opens the path itself */
+	SCAN_MODE_PATH,	  /* SCAN: clamd opens the path itself */
 };
 
 struct scan_outcome {
@@ -37,6 +67,14 @@ struct scan_job;
  */
 struct scan_waiter {
 	void (*done)(struct scan_waiter *w, const struct scan_outcome *o);
+	/*
+	 * Set by the caller: of the waiters of one scan, those answered first
+	 * get done() before all others. For a request that holds a lock
+	 * until answered which another waiter's done() may need (a FUSE
+	 * CREATE holds its directory's lock; a quarantine's notification to
+	 * the kernel takes it).
+	 */
+	bool answer_first;
 	/* queue-private from here on */
 	struct scan_waiter *next;
 	_Atomic(struct scan_job *) job;
@@ -44,11 +82,50 @@ struct scan_waiter {
 	atomic_bool withdrawn;
 };
 
+/* One scan as the scanner callback sees it. */
+struct scanq_scan {
+	void *arg;	       /* scanq_config.scan_arg */
+	struct cdp_pool *pool; /* as configured when the scan started */
+	enum scan_mode mode;
+	int fd;				/* a read-only reopening of the file */
+	const char *path;		/* absolute backend path or NULL */
+	const struct vcache_file *file; /* identity and stamp at submit */
+	int timeout_ms;			/* what is left of the deadline, > 0 */
+	struct cdp_cancel *cancel; /* triggered when nobody waits any more */
+};
+
+/*
+ * Scans one file and fills res (a verdict or an error). Runs on a scanner
+ * thread, never under the queue's lock; must return by the deadline or
+ * soon after the cancel is triggered.
+ */
+typedef void scanq_scan_fn(const struct scanq_scan *s, struct cdp_result *res);
+
+/* The real scanner: asks clamd through s->pool the way s->mode says. */
+void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
+
+#define SCANQ_SMALL_BYTES	 (1024 * 1024)
+#define SCANQ_MAX_QUEUED_PER_UID 1024
+
 struct scanq_config {
 	struct cdp_pool *pool;
 	enum scan_mode mode;
 	unsigned int threads; /* scanner threads, >= 1 */
-	int timeout_ms;	      /* deadline of one scan, retry included */
+	int timeout_ms;	      /* deadline of one scan from its submission,
+			       * queueing and retry included */
+	scanq_scan_fn *scan;  /* required */
+	void *scan_arg;
+	uint64_t small_bytes; /* the small-file lane; 0: SCANQ_SMALL_BYTES */
+	unsigned int max_queued_per_uid; /* 0: SCANQ_MAX_QUEUED_PER_UID */
+	/*
+	 * Optional: keeps the pool a scan takes alive until the scan ends,
+	 * also when every waiter gave up and was answered meanwhile. hold()
+	 * runs under the lock scanq_reconfigure takes, so it sees the pool
+	 * the scan got, or a newer one; its token goes to release().
+	 */
+	void *(*hold)(void *hold_arg);
+	void (*release)(void *token);
+	void *hold_arg;
 };
 
 struct scanq;
@@ -57,27 +134,30 @@ struct scanq;
 int scanq_new(const struct scanq_config *cfg, struct scanq **out);
 
 /*
- * Replaces pool, mode and timeout for scans that start from now on
- * (SIGHUP). Scans under way finish with the old ones; the caller keeps the
- * old pool alive until scanq_free.
+ * Replaces pool, mode and timeout for scans starting from now on (SIGHUP).
+ * Scans under way finish with the old ones: the caller keeps the old pool
+ * alive while a token of cfg->hold taken before this call is held (or,
+ * without hold, until scanq_free).
  */
 void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
 		       enum scan_mode mode, int timeout_ms);
 
 enum scan_mode scanq_mode(struct scanq *q);
 
-/* Stops the threads; queued scans end as cancelled. */
+/* Stops the threads; scans under way and queued ones end as cancelled. */
 void scanq_free(struct scanq *q);
 
 /* What to scan. */
 struct scan_request {
 	const struct vcache_file *file; /* identity and content stamp */
-	uint64_t tag;	 /* must also match for two requests to share a scan
-			  * (the count of writes made through the mount) */
-	int fd;		 /* the open file; the queue scans a read-only
-			  * reopening of it, so the caller may close fd */
+	uint64_t tag;	  /* must also match for two requests to share a scan
+			   * (the count of writes made through the mount) */
+	int fd;		  /* the open file; the queue scans a read-only
+			   * reopening of it made by scanq_submit, so the
+			   * caller may close fd once submit returns */
 	const char *path; /* absolute backend path, for SCAN_MODE_PATH */
-	uint64_t gen;	 /* vcache generation read before the scan */
+	uint64_t gen;	  /* vcache generation read before the scan */
+	uid_t uid;	  /* whose queue the scan waits in (the opener) */
 	/*
 	 * Run on the scanner thread right before the scan (e.g. to have the
 	 * kernel write back a writer's dirty pages); a request with one
@@ -90,8 +170,9 @@ struct scan_request {
 /*
  * Asks for a verdict. Joins the scan in flight for the same file, stamp
  * and tag if there is one. Returns 0 (w->done will be called exactly once,
- * from a scanner thread), -EINTR when w was interrupted before it could
- * join, or negative errno.
+ * from a queue thread), -EINTR when w was interrupted before it could
+ * join, -EAGAIN when r->uid has max_queued_per_uid scans queued already,
+ * or negative errno. Never blocks.
  */
 int scanq_submit(struct scanq *q, const struct scan_request *r,
 		 struct scan_waiter *w);
@@ -99,8 +180,9 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 /*
  * The waiter's caller gave up (the FUSE request was interrupted). Never
  * blocks and takes no lock, so it may run inside an interrupt callback.
- * done() is still called; when no waiter of a scan is left, the scan is
- * cancelled and finishes promptly.
+ * done() is still called, promptly and with a cancelled outcome, from the
+ * queue's reaper thread; when no waiter of a scan is left, the scan is
+ * cancelled too.
  */
 void scanq_interrupt(struct scan_waiter *w);
 
@@ -114,6 +196,8 @@ struct scanq_counters {
 	uint64_t joined;  /* submits that joined a scan in flight */
 	uint64_t retries; /* immediate retries after a broken connection */
 	uint64_t cancelled;
+	uint64_t expired;    /* deadline passed while still queued */
+	uint64_t rejected;   /* submits refused: the uid's queue was full */
 	unsigned int queued; /* waiting for a scanner thread now */
 	/* scans by duration: [i] counts those under 2^i microseconds */
 	uint64_t latency_log2_us[SCANQ_LATENCY_BUCKETS];

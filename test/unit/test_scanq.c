@@ -1,0 +1,552 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Scan queue with a fake, blocking scanner (no clamd): single flight,
+ * interruption of running and of queued scans, deadlines counted from
+ * submission, round-robin between uids, the small-file lane, the per-uid
+ * bound, and answer_first waiters getting their verdict before the others.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "scanq.h"
+
+#define MAX_SCANS 64
+#define BIG	  (SCANQ_SMALL_BYTES + 1)
+
+/*
+ * The fake scanner: records which file it was asked about, then blocks
+ * until released (or cancelled) unless the file is marked fast.
+ */
+struct fake {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	ino_t order[MAX_SCANS];	 /* files in the order their scans began */
+	ino_t fd_ino[MAX_SCANS]; /* what the fd given to the scanner is */
+	int nscans;
+	int running;
+	int max_running_big;
+	int running_big;
+	ino_t release;	 /* ino whose scan may end; (ino_t)-1: all */
+	ino_t fast_from; /* inos from this one on never block */
+	enum cdp_verdict verdict;
+};
+
+static struct fake fake = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+};
+
+static void fake_reset(void)
+{
+	pthread_mutex_lock(&fake.lock);
+	memset(fake.order, 0, sizeof(fake.order));
+	memset(fake.fd_ino, 0, sizeof(fake.fd_ino));
+	fake.nscans = 0;
+	fake.running = 0;
+	fake.running_big = 0;
+	fake.max_running_big = 0;
+	fake.release = 0;
+	fake.fast_from = (ino_t)-1;
+	fake.verdict = CDP_CLEAN;
+	pthread_mutex_unlock(&fake.lock);
+}
+
+static void fake_scan(const struct scanq_scan *s, struct cdp_result *res)
+{
+	bool big = (uint64_t)s->file->size > SCANQ_SMALL_BYTES;
+	ino_t ino = s->file->ino;
+
+	assert_true(s->fd >= 0);
+	assert_true(s->timeout_ms > 0);
+	memset(res, 0, sizeof(*res));
+	pthread_mutex_lock(&fake.lock);
+	if (fake.nscans < MAX_SCANS) {
+		struct stat st;
+
+		fake.order[fake.nscans] = ino;
+		fake.fd_ino[fake.nscans] =
+			fstat(s->fd, &st) == 0 ? st.st_ino : 0;
+	}
+	fake.nscans++;
+	fake.running++;
+	if (big && ++fake.running_big > fake.max_running_big)
+		fake.max_running_big = fake.running_big;
+	pthread_cond_broadcast(&fake.cond);
+	while (ino < fake.fast_from && fake.release != ino &&
+	       fake.release != (ino_t)-1 && !cdp_cancel_triggered(s->cancel)) {
+		struct timespec ts;
+
+		/* the cancel has no way to wake us: poll it */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 5 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&fake.cond, &fake.lock, &ts);
+	}
+	fake.running--;
+	if (big)
+		fake.running_big--;
+	if (cdp_cancel_triggered(s->cancel)) {
+		res->verdict = CDP_ERROR;
+		res->cat = CDP_ERR_CANCELLED;
+	} else {
+		res->verdict = fake.verdict;
+	}
+	pthread_mutex_unlock(&fake.lock);
+}
+
+static void fake_release(ino_t ino)
+{
+	pthread_mutex_lock(&fake.lock);
+	fake.release = ino;
+	pthread_cond_broadcast(&fake.cond);
+	pthread_mutex_unlock(&fake.lock);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Waits up to 5 s for the fake to have started n scans in all. */
+static bool fake_wait_scans(int n)
+{
+	uint64_t end = now_ms() + 5000;
+	bool ok;
+
+	for (;;) {
+		pthread_mutex_lock(&fake.lock);
+		ok = fake.nscans >= n;
+		pthread_mutex_unlock(&fake.lock);
+		if (ok || now_ms() > end)
+			return ok;
+		usleep(1000);
+	}
+}
+
+static int fake_nscans(void)
+{
+	int n;
+
+	pthread_mutex_lock(&fake.lock);
+	n = fake.nscans;
+	pthread_mutex_unlock(&fake.lock);
+	return n;
+}
+
+/* A waiter that records its outcome and when it came. */
+struct twaiter {
+	struct scan_waiter w; /* first */
+	atomic_int done;
+	int seq; /* 1 for the first done() since the queue was made, ... */
+	struct scan_outcome o;
+	uint64_t at_ms;
+};
+
+static atomic_int total_done;
+
+static void on_done(struct scan_waiter *w, const struct scan_outcome *o)
+{
+	struct twaiter *t = (struct twaiter *)w;
+
+	t->o = *o;
+	t->at_ms = now_ms();
+	t->seq = atomic_fetch_add(&total_done, 1) + 1;
+	atomic_store(&t->done, 1);
+}
+
+static void twaiter_init(struct twaiter *t, bool answer_first)
+{
+	memset(t, 0, sizeof(*t));
+	t->w.done = on_done;
+	t->w.answer_first = answer_first;
+}
+
+static bool wait_done(struct twaiter *t, int ms)
+{
+	uint64_t end = now_ms() + (uint64_t)ms;
+
+	while (!atomic_load(&t->done)) {
+		if (now_ms() > end)
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
+static int devnull = -1;
+
+static int submit_fd(struct scanq *q, ino_t ino, off_t size, uid_t uid,
+		     struct twaiter *t, int fd)
+{
+	struct vcache_file f = {.dev = 1, .ino = ino, .size = size};
+	struct scan_request r = {
+		.file = &f,
+		.fd = fd,
+		.uid = uid,
+	};
+
+	return scanq_submit(q, &r, &t->w);
+}
+
+static int submit(struct scanq *q, ino_t ino, off_t size, uid_t uid,
+		  struct twaiter *t)
+{
+	return submit_fd(q, ino, size, uid, t, devnull);
+}
+
+static struct scanq *new_queue(unsigned int threads, int timeout_ms,
+			       unsigned int max_per_uid)
+{
+	struct scanq_config cfg = {
+		.threads = threads,
+		.timeout_ms = timeout_ms,
+		.scan = fake_scan,
+		.max_queued_per_uid = max_per_uid,
+	};
+	struct scanq *q = NULL;
+
+	fake_reset();
+	atomic_store(&total_done, 0);
+	assert_int_equal(scanq_new(&cfg, &q), 0);
+	return q;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return devnull < 0 ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	close(devnull);
+	return 0;
+}
+
+static void test_single_flight(void **state)
+{
+	struct scanq *q = new_queue(2, 10000, 0);
+	struct twaiter a, b, c;
+
+	(void)state;
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	twaiter_init(&c, true); /* joins last, is answered first */
+	fake.verdict = CDP_INFECTED;
+	assert_int_equal(submit(q, 10, 100, 1000, &a), 0);
+	assert_true(fake_wait_scans(1));
+	/* another uid, same file and stamp: joins the scan in flight */
+	assert_int_equal(submit(q, 10, 100, 2000, &b), 0);
+	assert_int_equal(submit(q, 10, 100, 1000, &c), 0);
+	assert_false(atomic_load(&a.done));
+	fake_release(10);
+	assert_true(wait_done(&a, 5000));
+	assert_true(wait_done(&b, 5000));
+	assert_true(wait_done(&c, 5000));
+	assert_int_equal(a.o.res.verdict, CDP_INFECTED);
+	assert_int_equal(b.o.res.verdict, CDP_INFECTED);
+	assert_int_equal(c.o.res.verdict, CDP_INFECTED);
+	scanq_free(q);
+	assert_int_equal(c.seq, 1);
+	assert_true(a.seq > 1 && b.seq > 1);
+	assert_int_equal(fake_nscans(), 1);
+}
+
+static void test_counters_single_flight(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter a, b;
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 11, 100, 1, &a), 0);
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit(q, 11, 100, 1, &b), 0);
+	fake_release(11);
+	assert_true(wait_done(&a, 5000) && wait_done(&b, 5000));
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.scans, 1);
+	assert_int_equal(cnt.joined, 1);
+	assert_int_equal(cnt.queued, 0);
+	scanq_free(q);
+}
+
+static void test_interrupt_running_scan(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter a, b, c;
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	twaiter_init(&c, false);
+	assert_int_equal(submit(q, 20, 100, 1, &a), 0);
+	assert_int_equal(submit(q, 20, 100, 1, &b), 0);
+	assert_true(fake_wait_scans(1));
+	/* one of two waiters gives up: it is answered now, the scan goes on */
+	scanq_interrupt(&a.w);
+	assert_true(wait_done(&a, 2000));
+	assert_true(scanq_waiter_interrupted(&a.w));
+	assert_int_equal(a.o.res.cat, CDP_ERR_CANCELLED);
+	assert_false(atomic_load(&b.done));
+	fake_release(20);
+	assert_true(wait_done(&b, 2000));
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	/* the last waiter gives up: the scan itself is cancelled */
+	assert_int_equal(submit(q, 21, 100, 1, &c), 0);
+	assert_true(fake_wait_scans(2));
+	scanq_interrupt(&c.w);
+	assert_true(wait_done(&c, 2000));
+	assert_int_equal(c.o.res.cat, CDP_ERR_CANCELLED);
+	scanq_free(q);
+	q = NULL;
+	assert_int_equal(fake_nscans(), 2);
+	/* an interrupted waiter cannot submit again */
+	q = new_queue(1, 10000, 0);
+	assert_int_equal(submit(q, 22, 100, 1, &a), -EINTR);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.scans, 0);
+	scanq_free(q);
+}
+
+/*
+ * The waiter that created a scan gives up and closes its fd (its number
+ * then names another file): the scan others joined still reads the file.
+ */
+static void test_creator_gone_scan_reads_its_file(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter gate, a, b;
+	struct stat want;
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), other;
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &want), 0);
+	twaiter_init(&gate, false);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 25, 100, 1, &gate), 0); /* thread busy */
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit_fd(q, 26, 100, 1, &a, fd), 0);
+	assert_int_equal(submit(q, 26, 100, 2, &b), 0);
+	scanq_interrupt(&a.w);
+	assert_true(wait_done(&a, 2000));
+	close(fd);
+	other = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(other >= 0);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&b, 2000));
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(fake.order[1], 26);
+	assert_int_equal(fake.fd_ino[1], want.st_ino);
+	close(other);
+	scanq_free(q);
+}
+
+static void test_interrupt_queued_scan(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter a, b;
+	uint64_t t0;
+
+	(void)state;
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 30, 100, 1, &a), 0);
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit(q, 31, 100, 1, &b), 0);
+	/* b waits for the only thread, which is busy: it ends all the same */
+	t0 = now_ms();
+	scanq_interrupt(&b.w);
+	assert_true(wait_done(&b, 2000));
+	assert_true(b.at_ms - t0 < 1000);
+	assert_int_equal(b.o.res.cat, CDP_ERR_CANCELLED);
+	assert_false(atomic_load(&a.done));
+	fake_release(30);
+	assert_true(wait_done(&a, 2000));
+	assert_int_equal(a.o.res.verdict, CDP_CLEAN);
+	/* b's file never reached the scanner */
+	assert_int_equal(fake_nscans(), 1);
+	scanq_free(q);
+}
+
+static void test_deadline_counts_from_submission(void **state)
+{
+	struct scanq *q = new_queue(1, 300, 0);
+	struct twaiter a, b;
+	struct scanq_counters cnt;
+	uint64_t t0;
+
+	(void)state;
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	/* a's scan ignores its deadline: the thread stays busy */
+	assert_int_equal(submit(q, 40, 100, 1, &a), 0);
+	assert_true(fake_wait_scans(1));
+	t0 = now_ms();
+	assert_int_equal(submit(q, 41, 100, 2, &b), 0);
+	/* b ends at its deadline although it never left the queue */
+	assert_true(wait_done(&b, 3000));
+	assert_true(b.at_ms - t0 >= 250);
+	assert_true(b.at_ms - t0 < 1000);
+	assert_int_equal(b.o.res.verdict, CDP_ERROR);
+	assert_int_equal(b.o.res.cat, CDP_ERR_TIMEOUT);
+	assert_false(atomic_load(&a.done));
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.expired, 1);
+	assert_int_equal(cnt.queued, 0);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&a, 2000));
+	assert_int_equal(fake_nscans(), 1);
+	scanq_free(q);
+}
+
+static void test_round_robin_between_uids(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter gate, flood[5], other;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	twaiter_init(&other, false);
+	assert_int_equal(submit(q, 50, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	for (int i = 0; i < 5; i++) {
+		twaiter_init(&flood[i], false);
+		assert_int_equal(submit(q, 51 + i, 100, 1000, &flood[i]), 0);
+	}
+	assert_int_equal(submit(q, 60, 100, 2000, &other), 0);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&other, 5000));
+	for (int i = 0; i < 5; i++)
+		assert_true(wait_done(&flood[i], 5000));
+	assert_int_equal(fake_nscans(), 7);
+	/* uid 1000's own order is kept; uid 2000 comes after one of its */
+	assert_int_equal(fake.order[0], 50);
+	assert_int_equal(fake.order[1], 51);
+	assert_int_equal(fake.order[2], 60);
+	assert_int_equal(fake.order[3], 52);
+	assert_int_equal(fake.order[6], 55);
+	scanq_free(q);
+}
+
+static void test_small_file_lane(void **state)
+{
+	struct scanq *q = new_queue(2, 10000, 0);
+	struct twaiter big[3], small;
+	uint64_t t0;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		twaiter_init(&big[i], false);
+		assert_int_equal(submit(q, 70 + i, BIG, 1000, &big[i]), 0);
+	}
+	assert_true(fake_wait_scans(1));
+	usleep(50 * 1000);
+	/* two threads, one kept for small files: one big scan at a time */
+	assert_int_equal(fake_nscans(), 1);
+	twaiter_init(&small, false);
+	t0 = now_ms();
+	fake.fast_from = 800; /* the small file's scan does not block */
+	assert_int_equal(submit(q, 800, 7, 2000, &small), 0);
+	assert_true(wait_done(&small, 2000));
+	assert_true(small.at_ms - t0 < 500);
+	assert_int_equal(small.o.res.verdict, CDP_CLEAN);
+	assert_false(atomic_load(&big[0].done));
+	fake_release((ino_t)-1);
+	for (int i = 0; i < 3; i++)
+		assert_true(wait_done(&big[i], 5000));
+	assert_int_equal(fake.max_running_big, 1);
+	scanq_free(q);
+}
+
+static void test_bound_per_uid(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 2);
+	struct twaiter gate, w[3], other, join;
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	twaiter_init(&other, false);
+	twaiter_init(&join, false);
+	assert_int_equal(submit(q, 90, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	for (int i = 0; i < 3; i++)
+		twaiter_init(&w[i], false);
+	assert_int_equal(submit(q, 91, 100, 1000, &w[0]), 0);
+	assert_int_equal(submit(q, 92, 100, 1000, &w[1]), 0);
+	/* two queued already: the third distinct file is refused */
+	assert_int_equal(submit(q, 93, 100, 1000, &w[2]), -EAGAIN);
+	/* joining a queued scan costs nothing; other users are unaffected */
+	assert_int_equal(submit(q, 91, 100, 1000, &join), 0);
+	assert_int_equal(submit(q, 94, 100, 2000, &other), 0);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.rejected, 1);
+	assert_int_equal(cnt.queued, 3);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&w[0], 5000) && wait_done(&w[1], 5000));
+	assert_true(wait_done(&join, 5000) && wait_done(&other, 5000));
+	assert_false(atomic_load(&w[2].done));
+	scanq_free(q);
+}
+
+static void test_free_cancels_queued(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter a, b;
+
+	(void)state;
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 100, 100, 1, &a), 0);
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit(q, 101, 100, 1, &b), 0);
+	/* the running scan ends on its cancel, the queued one unscanned */
+	scanq_free(q);
+	assert_true(atomic_load(&a.done) && atomic_load(&b.done));
+	assert_int_equal(b.o.res.cat, CDP_ERR_CANCELLED);
+	assert_int_equal(fake_nscans(), 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_single_flight),
+		cmocka_unit_test(test_counters_single_flight),
+		cmocka_unit_test(test_interrupt_running_scan),
+		cmocka_unit_test(test_creator_gone_scan_reads_its_file),
+		cmocka_unit_test(test_interrupt_queued_scan),
+		cmocka_unit_test(test_deadline_counts_from_submission),
+		cmocka_unit_test(test_round_robin_between_uids),
+		cmocka_unit_test(test_small_file_lane),
+		cmocka_unit_test(test_bound_per_uid),
+		cmocka_unit_test(test_free_cancels_queued),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
