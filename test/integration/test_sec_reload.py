@@ -15,8 +15,8 @@ import time
 
 from adminutil import admin, ini, mounted, run_fail, wait_log  # noqa: F401
 from fsutil import GID_A, PYTHON, SLOW, UID_A, setpriv_prefix
-from scanutil import (SlowClamd, detections, mount_scan, put, try_read,
-                      wait_for)
+from scanutil import (SlowClamd, detections, mount_scan, put, stats,
+                      try_read, wait_for)
 
 CLEAN = b"a clean file\n"
 
@@ -228,6 +228,47 @@ def test_reload_storm_during_slow_scans(admin):
         assert try_read(os.path.join(mnt, names[0])) == ("ok", CLEAN)
     finally:
         slow.close()
+
+
+def test_reload_while_abandoned_scan_runs(admin):
+    """An opener killed while its scan is at clamd is answered at once and
+    lets go of its configuration; the abandoned scan is cancelled, and a
+    reload that replaces the clamd pool meanwhile frees nothing that scan
+    still uses (the queue holds the pool's configuration until run_job
+    returns; the window is short, so this is a smoke test, not a
+    deterministic reproducer)."""
+    slow = SlowClamd(hang=True, delay=3.0)
+    other = SlowClamd(hang=False)
+    try:
+        base, b, mnt = admin.dirs_bm()
+        cfg = os.path.join(base, "share.ini")
+        put(os.path.join(b, "f"), CLEAN)
+
+        def write(sock):
+            ini(cfg, [("fuse", [("backend", b), ("mountpoint", mnt),
+                                ("options", "allow_other")]),
+                      ("clamd", [("clamd", sock)]),
+                      ("scan", [("scan_timeout", "30")])])
+
+        write(slow.socket)
+        m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+        opener = spawn_open_as(os.path.join(mnt, "f"))
+        assert slow.wait_scans(1)
+        opener.kill()
+        opener.wait(timeout=5 * SLOW)
+        # answered at once, while its scan goes on at clamd
+        assert wait_for(lambda: stats(mnt)["opens_interrupted"] == 1, 1)
+        write(other.socket)
+        hup(m)
+        got = wait_log(m, "SIGHUP:", count=1, timeout=10)
+        assert "reloaded" in got[0], got
+        time.sleep(0.5)
+        assert m.alive(), m.stderr_text()[-3000:]
+        assert try_read(os.path.join(mnt, "f")) == ("ok", CLEAN)
+        assert other.scans == 1
+    finally:
+        slow.close()
+        other.close()
 
 
 def _in_place_cfg(path, d, clamd, scan=(), action=()):
