@@ -42,12 +42,13 @@ static void reply_stats(fuse_req_t req, size_t size)
 		 "cache_hits=%llu\ncache_misses=%llu\ncache_evictions=%llu\n"
 		 "cache_entries=%llu\nscans=%llu\nscans_joined=%llu\n"
 		 "scan_retries=%llu\nscans_cancelled=%llu\nscans_queued=%u\n"
-		 "inodes=%zu\n",
+		 "scans_expired=%llu\nscans_rejected=%llu\ninodes=%zu\n",
 		 (unsigned long long)vc.hits, (unsigned long long)vc.misses,
 		 (unsigned long long)vc.evictions,
 		 (unsigned long long)vc.entries, (unsigned long long)qc.scans,
 		 (unsigned long long)qc.joined, (unsigned long long)qc.retries,
 		 (unsigned long long)qc.cancelled, qc.queued,
+		 (unsigned long long)qc.expired, (unsigned long long)qc.rejected,
 		 itab_count(fs->itab));
 	snprintf(extra + n, sizeof(extra) - (size_t)n,
 		 "scan_latency_p50_us=%llu\nscan_latency_p90_us=%llu\n"

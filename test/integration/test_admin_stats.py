@@ -56,7 +56,8 @@ EXPECTED = {
     "cache_evictions": 0, "cache_clears": 0, "opens_excluded": 0,
     "opens_error_denied": 0, "opens_error_allowed": 0,
     "opens_interrupted": 0, "quarantined": 0, "deleted": 0,
-    "scans_queued": 0, "scans_cancelled": 0, "clamd_up": 1,
+    "scans_queued": 0, "scans_cancelled": 0, "scans_expired": 0,
+    "scans_rejected": 0, "clamd_up": 1,
 }
 
 
