@@ -375,10 +375,32 @@ static void flush_writer_pages(void *arg)
 					 inode_nodeid(p->fs, p->inode), 0, 0);
 }
 
+/*
+ * A read-only reopening of an opener's read-write file, made as the
+ * opener: clamd must not get a writable fd, and root may not be able to
+ * read it (NFS root_squash). -errno on failure.
+ */
+static int reopen_readonly_as(fuse_req_t req, int fd)
+{
+	char link[PROC_FD_PATH_MAX];
+	struct req_identity id;
+	int rfd, ret;
+
+	ret = req_identity_enter(req, &id);
+	if (ret)
+		return ret;
+	proc_fd_path(link, fd);
+	rfd = open(link, O_RDONLY | O_CLOEXEC);
+	ret = rfd == -1 ? -errno : rfd;
+	req_identity_leave(&id);
+	return ret;
+}
+
 static int submit(struct clamfs_fs *fs, struct pending *p)
 {
 	char buf[PATH_MAX];
 	struct vcache_file f;
+	int ret, ro_fd = -1;
 	struct scan_request r = {
 		.file = &f,
 		.tag = p->write_seq,
@@ -396,7 +418,17 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 	vcache_file_from_stat(&f, &p->stamp.st);
 	/* it holds its directory's lock until answered */
 	p->w.answer_first = p->is_create;
-	return scanq_submit(fs->scanq, &r, &p->w);
+	/* a close scan's fd is read-only already (reopen_as_owner) */
+	if (p->req && may_write(p->fi.flags)) {
+		ro_fd = reopen_readonly_as(p->req, p->fd);
+		if (ro_fd < 0)
+			return ro_fd;
+		r.fd = ro_fd;
+	}
+	ret = scanq_submit(fs->scanq, &r, &p->w);
+	if (ro_fd >= 0)
+		close(ro_fd);
+	return ret;
 }
 
 /* The policy's verdict without a scan; -1 when a scan must decide. */

@@ -267,19 +267,19 @@ static void job_free(struct scan_job *job)
 static struct scan_job *job_new(struct scanq *q, const struct scan_request *r)
 {
 	struct scan_job *job = calloc(1, sizeof(*job));
-	char link[32];
 
 	if (!job)
 		return NULL;
 	job->q = q;
 	/*
-	 * clamd gets a read-only reopening of the opener's file, never the
-	 * opener's fd, which may be open for writing. Made here, outside the
-	 * lock: the opener's fd may be closed while the job still runs (a
-	 * waiter that gave up is answered at once).
+	 * The job's own duplicate, made here, outside the lock: the opener's
+	 * fd may be closed while the job still runs (a waiter that gave up
+	 * is answered at once). Never one open for writing: clamd gets it.
 	 */
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", r->fd);
-	job->fd = open(link, O_RDONLY | O_CLOEXEC);
+	if ((fcntl(r->fd, F_GETFL) & O_ACCMODE) == O_RDONLY)
+		job->fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+	else
+		job->fd = -1;
 	job->cancel = cdp_cancel_new();
 	job->path = r->path ? strdup(r->path) : NULL;
 	if (job->fd < 0 || !job->cancel || (r->path && !job->path)) {

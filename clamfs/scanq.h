@@ -152,8 +152,8 @@ struct scan_request {
 	const struct vcache_file *file; /* identity and content stamp */
 	uint64_t tag;	  /* must also match for two requests to share a scan
 			   * (the count of writes made through the mount) */
-	int fd;		  /* the open file; the queue scans a read-only
-			   * reopening of it made by scanq_submit, so the
+	int fd;		  /* the file, open read-only (clamd is handed
+			   * it); scanq_submit keeps a duplicate, so the
 			   * caller may close fd once submit returns */
 	const char *path; /* absolute backend path, for SCAN_MODE_PATH */
 	uint64_t gen;	  /* vcache generation read before the scan */

@@ -14,6 +14,7 @@ reply to each scan is chosen by `behaviour`, a function (ctx) -> action:
 ctx has .command (e.g. b"zFILDES"), .id, .nth (scan count on this
 connection, from 1), .conn_no (connection count, from 1), .stream_len.
 """
+import fcntl
 import os
 import socket
 import struct
@@ -43,6 +44,7 @@ class FakeClamd:
         self.srv.listen(64)
         self.connections = 0
         self.commands = []
+        self.fildes_flags = []  # F_GETFL of each descriptor received
         self.lock = threading.Lock()
         self.stop_ev = threading.Event()
         self.open_conns = []
@@ -96,6 +98,12 @@ class FakeClamd:
             buf += b
         return buf[:n], buf[n:]
 
+    def _note_fds(self, fds):
+        for fd in fds:
+            with self.lock:
+                self.fildes_flags.append(fcntl.fcntl(fd, fcntl.F_GETFL))
+            os.close(fd)
+
     def _serve(self, c, conn_no):
         buf = b""
         session = False
@@ -104,7 +112,9 @@ class FakeClamd:
         try:
             while True:
                 while b"\0" not in buf:
-                    b = c.recv(65536)
+                    # a FILDES descriptor may come with the command bytes
+                    b, fds, _, _ = socket.recv_fds(c, 65536, 4)
+                    self._note_fds(fds)
                     if not b:
                         return
                     buf += b
@@ -123,8 +133,7 @@ class FakeClamd:
                 if cmd == b"zFILDES":
                     if not buf:
                         msg, fds, _, _ = socket.recv_fds(c, 1, 1)
-                        for fd in fds:
-                            os.close(fd)
+                        self._note_fds(fds)
                     else:
                         buf = buf[1:]
                 elif cmd == b"zINSTREAM":

@@ -20,7 +20,7 @@ import pytest
 
 from fsutil import GID_A, GID_SHARED, PYTHON, SLOW, UID_A, run_as
 from mount_fixture import clamfs_bin, fuse_mounts_at
-from scanutil import mount_scan
+from scanutil import SlowClamd, mount_scan
 
 PROBE = """
 import ctypes, json, time
@@ -158,3 +158,17 @@ def test_unknown_groups_refuse_not_widen(mount_clamfs, clamd):
             proc.kill()
             proc.wait()
         err.close()
+
+
+@pytest.mark.parametrize("flags", [os.O_RDONLY, os.O_RDWR])
+def test_clamd_gets_a_read_only_descriptor(mount_clamfs, flags):
+    # clamd is handed the file to read: never a descriptor it could write
+    # through, even for an O_RDWR opener
+    with SlowClamd(hang=False) as fake:
+        m = mount_scan(mount_clamfs, fake.socket, "scan_mode=fdpass")
+        with open(m.b("f"), "wb") as f:
+            f.write(b"some content")
+        fd = os.open(m.m("f"), flags)
+        os.close(fd)
+        got = [fl & os.O_ACCMODE for fl in fake.fake.fildes_flags]
+        assert got == [os.O_RDONLY], got
