@@ -152,7 +152,7 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 {
 	int ret = datasync ? fdatasync(fi_fd(fi)) : fsync(fi_fd(fi));
 
-	fuse_reply_err(req, -ret);
+	fuse_reply_err(req, ret == -1 ? errno : 0);
 }
 
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
