@@ -134,9 +134,10 @@ int req_check_access(fuse_req_t req, struct inode *inode, int mode);
  * For a request that allocates space through an open file (write,
  * fallocate, copy_file_range): takes the fsuid and fsgid, with no
  * supplementary groups, of whoever the blocks are charged to, so the
- * backend's root reserve is not open to users (ext4 grants it to fsuid 0
- * and group 0). Cheap: no group lookup. Returns whether it switched; pass
- * that to req_writer_leave.
+ * backend's root reserve is not open to users (ext4 grants it to its
+ * resuid, 0 by default, and to members of a non-zero resgid). Cheap: no
+ * group lookup. Returns whether it switched; pass that to
+ * req_writer_leave.
  */
 bool req_writer_enter(fuse_req_t req, int fd);
 void req_writer_leave(bool switched);

@@ -48,6 +48,9 @@ static bool stamp_settled(struct clamfs_fs *fs, const struct stamp *s)
 					    1000000000);
 }
 
+/* The scan queue all close scans wait in (no user has this uid). */
+#define CLOSE_SCAN_QUEUE ((uid_t)-2)
+
 /* An open (or close scan) waiting for its verdict. */
 struct pending {
 	struct scan_waiter w; /* first: the queue hands it back */
@@ -232,11 +235,13 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 
 /* Scan failed: fail closed with EIO unless on_error=allow. */
 static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
-			      const struct cdp_result *res)
+			      const struct scan_outcome *o)
 {
 	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], text[CDP_TEXT_MAX + 8];
 	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
-	bool allow = fs_policy(fs)->on_error_allow;
+	const struct cdp_result *res = &o->res;
+	/* on_error=allow is for clamd's failures, not for a file never sent */
+	bool allow = fs_policy(fs)->on_error_allow && !o->expired_queued;
 	static struct log_limit limit;
 	unsigned long held_back;
 	char more[48] = "";
@@ -294,7 +299,7 @@ static void close_scanned(struct pending *p, const struct scan_outcome *o)
 		forget_removed_name(p->fs, p);
 	}
 	else if (o->res.verdict == CDP_ERROR)
-		allow_after_error(p->fs, p, &o->res);
+		allow_after_error(p->fs, p, o);
 	close(p->fd);
 }
 
@@ -322,7 +327,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	} else if (o->res.verdict == CDP_INFECTED) {
 		err = act_on_infected(fs, p, "open", o->res.text, false);
 	} else if (o->res.verdict == CDP_ERROR) {
-		err = allow_after_error(fs, p, &o->res) ? 0 : EIO;
+		err = allow_after_error(fs, p, o) ? 0 : EIO;
 	}
 	if (err) {
 		if (err != EINTR && o->res.verdict == CDP_INFECTED)
@@ -375,23 +380,31 @@ static void flush_writer_pages(void *arg)
 					 inode_nodeid(p->fs, p->inode), 0, 0);
 }
 
+/* A read-only reopening of the file open at fd; -errno on failure. */
+static int reopen_readonly(int fd)
+{
+	char link[PROC_FD_PATH_MAX];
+	int rfd;
+
+	proc_fd_path(link, fd);
+	rfd = open(link, O_RDONLY | O_CLOEXEC);
+	return rfd == -1 ? -errno : rfd;
+}
+
 /*
- * A read-only reopening of an opener's read-write file, made as the
- * opener: clamd must not get a writable fd, and root may not be able to
- * read it (NFS root_squash). -errno on failure.
+ * For the scan of an opener's read-write file, reopened as the opener:
+ * clamd must not get a writable fd, and root may not be able to read it
+ * (NFS root_squash). -errno on failure.
  */
 static int reopen_readonly_as(fuse_req_t req, int fd)
 {
-	char link[PROC_FD_PATH_MAX];
 	struct req_identity id;
-	int rfd, ret;
+	int ret;
 
 	ret = req_identity_enter(req, &id);
 	if (ret)
 		return ret;
-	proc_fd_path(link, fd);
-	rfd = open(link, O_RDONLY | O_CLOEXEC);
-	ret = rfd == -1 ? -errno : rfd;
+	ret = reopen_readonly(fd);
 	req_identity_leave(&id);
 	return ret;
 }
@@ -406,7 +419,12 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		.tag = p->write_seq,
 		.fd = p->fd,
 		.gen = vcache_generation(fs_vcache(fs)),
-		.uid = p->uid, /* whose queue: the opener, or the uploader */
+		/*
+		 * Whose queue: the opener's. Close scans are background work
+		 * and share one: writing to another user's files must not
+		 * fill that user's queue.
+		 */
+		.uid = p->req ? p->uid : CLOSE_SCAN_QUEUE,
 	};
 
 	if (scanq_mode(fs->scanq) == SCAN_MODE_PATH)
@@ -418,7 +436,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 	vcache_file_from_stat(&f, &p->stamp.st);
 	/* it holds its directory's lock until answered */
 	p->w.answer_first = p->is_create;
-	/* a close scan's fd is read-only already (reopen_as_owner) */
+	/* a close scan's fd is read-only already, opened as the owner */
 	if (p->req && may_write(p->fi.flags)) {
 		ro_fd = reopen_readonly_as(p->req, p->fd);
 		if (ro_fd < 0)
@@ -579,22 +597,19 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 /*
  * A read-only reopening of a writer's file for its close scan, as the
  * file's owner: root may not read it (NFS root_squash), and the daemon
- * should not read what the owner could not. -1 when it cannot be had.
+ * should not read what the owner could not. -errno on failure.
  */
-static int reopen_as_owner(int fd, const struct stat *st)
+static int reopen_readonly_as_owner(int fd, const struct stat *st)
 {
 	struct creds owner = {.uid = st->st_uid, .gid = st->st_gid};
-	char link[PROC_FD_PATH_MAX];
-	int rfd, err;
+	int ret;
 
-	proc_fd_path(link, fd);
-	if (creds_assume(&owner) != 0)
-		return -1;
-	rfd = open(link, O_RDONLY | O_CLOEXEC);
-	err = errno;
+	ret = creds_assume(&owner);
+	if (ret)
+		return ret;
+	ret = reopen_readonly(fd);
 	creds_restore();
-	errno = err;
-	return rfd;
+	return ret;
 }
 
 /* Whether the policy wants a close scan of this file, and counts it. */
@@ -633,8 +648,8 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 	if (stamp_fd(fd, &st) != 0 || !close_scan_wanted(fs, fd, &st.st))
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
-	rfd = reopen_as_owner(fd, &st.st);
-	if (rfd == -1)
+	rfd = reopen_readonly_as_owner(fd, &st.st);
+	if (rfd < 0)
 		goto out;
 	if (stamp_fd(rfd, &st) != 0 ||
 	    !(p = pending_new(fs, inode, rfd, &st))) {

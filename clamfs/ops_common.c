@@ -261,8 +261,7 @@ static bool names_file(struct clamfs_fs *fs, const char *rel,
 {
 	struct open_how how = {
 		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-			   RESOLVE_NO_MAGICLINKS,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
 	};
 	struct stat found;
 	bool same;

@@ -264,10 +264,13 @@ static void job_free(struct scan_job *job)
 	free(job);
 }
 
-static struct scan_job *job_new(struct scanq *q, const struct scan_request *r)
+/* NULL with *err set (negative errno) on failure. */
+static struct scan_job *job_new(struct scanq *q, const struct scan_request *r,
+				int *err)
 {
 	struct scan_job *job = calloc(1, sizeof(*job));
 
+	*err = -ENOMEM;
 	if (!job)
 		return NULL;
 	job->q = q;
@@ -276,13 +279,19 @@ static struct scan_job *job_new(struct scanq *q, const struct scan_request *r)
 	 * fd may be closed while the job still runs (a waiter that gave up
 	 * is answered at once). Never one open for writing: clamd gets it.
 	 */
-	if ((fcntl(r->fd, F_GETFL) & O_ACCMODE) == O_RDONLY)
-		job->fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
-	else
-		job->fd = -1;
+	job->fd = -1;
+	if ((fcntl(r->fd, F_GETFL) & O_ACCMODE) != O_RDONLY)
+		*err = -EINVAL;
+	else if ((job->fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0)) == -1)
+		*err = -errno;
+	if (job->fd < 0) {
+		job_free(job);
+		return NULL;
+	}
+	*err = -ENOMEM;
 	job->cancel = cdp_cancel_new();
 	job->path = r->path ? strdup(r->path) : NULL;
-	if (job->fd < 0 || !job->cancel || (r->path && !job->path)) {
+	if (!job->cancel || (r->path && !job->path)) {
 		job_free(job);
 		return NULL;
 	}
@@ -432,6 +441,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	if (s.timeout_ms == 0) {
 		fail(&out->res, CDP_ERR_TIMEOUT, ETIMEDOUT,
 		     "deadline passed before the scan could start");
+		out->expired_queued = true;
 		goto out;
 	}
 	pthread_mutex_lock(&q->lock);
@@ -597,9 +607,11 @@ static int reap(struct scanq *q)
 		memset(&o, 0, sizeof(o));
 		o.gen = job->gen;
 		o.tag = job->tag;
-		if (job->expired)
+		if (job->expired) {
 			fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
 			     "deadline passed while queued for a scanner");
+			o.expired_queued = true;
+		}
 		else
 			fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
 		finish(job, &o);
@@ -728,16 +740,24 @@ void scanq_free(struct scanq *q)
 	free(q);
 }
 
-/* Lock-free: called from interrupt callbacks too. */
+/*
+ * Lock-free: called from interrupt callbacks too. The job stays alive
+ * while w is among its waiters (finish() answers w, and w's done() waits
+ * for this callback to return); once withdrawn is set the reaper may
+ * detach w and the job end and be freed: nothing of it is touched after.
+ */
 static void withdraw(struct scan_waiter *w, struct scan_job *job)
 {
-	if (atomic_exchange(&w->withdrawn, true))
+	struct scanq *q = job->q;
+
+	if (atomic_exchange(&w->withdrawing, true))
 		return;
 	if (atomic_fetch_sub(&job->interested, 1) == 1)
 		cdp_cancel_trigger(job->cancel);
+	atomic_store_explicit(&w->withdrawn, true, memory_order_release);
 	/* the reaper answers w, and ends a queued job nobody waits for */
-	atomic_store(&job->q->withdrawals, true);
-	wake_reaper(job->q);
+	atomic_store(&q->withdrawals, true);
+	wake_reaper(q);
 }
 
 /* Outside the lock: logging may block. */
@@ -759,12 +779,12 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	struct scan_job *job = NULL, *fresh;
 	struct scanq_user *u;
 	bool wake = false;
-	int ret = 0;
+	int ret = 0, fresh_err;
 
 	if (atomic_load(&w->interrupted))
 		return -EINTR;
 	/* allocated outside the lock; freed again if a scan can be joined */
-	fresh = job_new(q, r);
+	fresh = job_new(q, r, &fresh_err);
 	pthread_mutex_lock(&q->lock);
 	LIST_FOREACH (job, bucket, map_link) {
 		if (same_content(&job->file, r->file) && job->tag == r->tag &&
@@ -781,7 +801,11 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		q->counters.joined++;
 		goto join;
 	}
-	u = fresh ? user_get(q, r->uid, true) : NULL;
+	if (!fresh) {
+		ret = fresh_err;
+		goto out;
+	}
+	u = user_get(q, r->uid, true);
 	if (!u) {
 		ret = -ENOMEM;
 		goto out;
@@ -840,8 +864,6 @@ void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
 	q->cfg.mode = mode;
 	q->cfg.timeout_ms = timeout_ms;
 	pthread_mutex_unlock(&q->lock);
-	/* a shorter deadline may be due before the reaper's next wake-up */
-	wake_reaper(q);
 }
 
 enum scan_mode scanq_mode(struct scanq *q)

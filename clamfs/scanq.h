@@ -57,6 +57,12 @@ struct scan_outcome {
 	uint64_t gen;	       /* vcache generation the scan began in */
 	uint64_t usec;	       /* time clamd took, retries included */
 	uint64_t tag;	       /* as given to scanq_submit */
+	/*
+	 * The deadline passed before clamd was asked: nobody looked at the
+	 * file. Not a clamd failure, so on_error=allow does not apply (else
+	 * a user could flood their own queue to have files served unscanned).
+	 */
+	bool expired_queued;
 };
 
 struct scan_job;
@@ -79,7 +85,8 @@ struct scan_waiter {
 	struct scan_waiter *next;
 	_Atomic(struct scan_job *) job;
 	atomic_bool interrupted;
-	atomic_bool withdrawn;
+	atomic_bool withdrawing; /* withdraw() ran (once) */
+	atomic_bool withdrawn;	 /* the reaper may now detach and answer it */
 };
 
 /* One scan as the scanner callback sees it. */
@@ -120,8 +127,11 @@ struct scanq_config {
 	/*
 	 * Optional: keeps the pool a scan takes alive until the scan ends,
 	 * also when every waiter gave up and was answered meanwhile. hold()
-	 * runs under the lock scanq_reconfigure takes, so it sees the pool
-	 * the scan got, or a newer one; its token goes to release().
+	 * runs under the lock scanq_reconfigure takes, so no reconfigure
+	 * comes between reading the pool and holding; what it holds must
+	 * keep that pool alive even if it is older than the pool (the daemon
+	 * pins the current generation, which holds its successors); its
+	 * token goes to release().
 	 */
 	void *(*hold)(void *hold_arg);
 	void (*release)(void *token);
@@ -180,9 +190,10 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 /*
  * The waiter's caller gave up (the FUSE request was interrupted). Never
  * blocks and takes no lock, so it may run inside an interrupt callback.
- * done() is still called, promptly and with a cancelled outcome, from the
- * queue's reaper thread; when no waiter of a scan is left, the scan is
- * cancelled too.
+ * done() is still called: promptly and with a cancelled outcome from the
+ * queue's reaper thread, except for a request with prepare(), answered
+ * when its (then cancelled) scan ends; when no waiter of a scan is left,
+ * the scan is cancelled too.
  */
 void scanq_interrupt(struct scan_waiter *w);
 

@@ -415,12 +415,15 @@ static void test_deadline_counts_from_submission(void **state)
 	assert_true(b.at_ms - t0 < 1000);
 	assert_int_equal(b.o.res.verdict, CDP_ERROR);
 	assert_int_equal(b.o.res.cat, CDP_ERR_TIMEOUT);
+	/* never sent to clamd: on_error=allow must not serve it */
+	assert_true(b.o.expired_queued);
 	assert_false(atomic_load(&a.done));
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.expired, 1);
 	assert_int_equal(cnt.queued, 0);
 	fake_release((ino_t)-1);
 	assert_true(wait_done(&a, 2000));
+	assert_false(a.o.expired_queued);
 	assert_int_equal(fake_nscans(), 1);
 	scanq_free(q);
 }
