@@ -35,6 +35,7 @@ struct inode_table {
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
 	size_t count;
+	size_t max; /* cap on count, i.e. on the O_PATH fds held */
 	struct inode *root;
 };
 
@@ -128,6 +129,7 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 	if (!table)
 		goto fail;
 	table->nbuckets = ITAB_INITIAL_BUCKETS;
+	table->max = SIZE_MAX;
 	table->buckets = calloc(table->nbuckets, sizeof(*table->buckets));
 	if (!table->buckets)
 		goto fail;
@@ -193,6 +195,12 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 	}
 	pthread_mutex_lock(&table->lock);
 	in = itab_find_locked(table, st->st_dev, st->st_ino);
+	if (!in && table->count >= table->max) {
+		/* the kernel must forget inodes before we take more fds */
+		pthread_mutex_unlock(&table->lock);
+		inode_free(fresh);
+		return -EMFILE;
+	}
 	if (!in) {
 		itab_link(table, fresh);
 		in = fresh;
@@ -233,6 +241,23 @@ size_t itab_count(struct inode_table *table)
 
 	pthread_mutex_lock(&table->lock);
 	n = table->count;
+	pthread_mutex_unlock(&table->lock);
+	return n;
+}
+
+void itab_set_max(struct inode_table *table, size_t max)
+{
+	pthread_mutex_lock(&table->lock);
+	table->max = max;
+	pthread_mutex_unlock(&table->lock);
+}
+
+size_t itab_room(struct inode_table *table)
+{
+	size_t n;
+
+	pthread_mutex_lock(&table->lock);
+	n = table->count >= table->max ? 0 : table->max - table->count;
 	pthread_mutex_unlock(&table->lock);
 	return n;
 }

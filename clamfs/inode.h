@@ -36,7 +36,8 @@ struct inode *itab_find_ref(struct inode_table *table, dev_t dev, ino_t ino);
  * Adds the object open at fd (identity from st) with one lookup reference.
  * Takes ownership of fd: when another thread inserted the same identity
  * first, fd is closed and that inode is referenced instead.
- * Returns 0 with *out set, or -ENOMEM (fd closed).
+ * Returns 0 with *out set, -EMFILE when the table already holds its
+ * maximum (see itab_set_max), or -ENOMEM (fd closed either way).
  */
 int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 		    struct inode **out);
@@ -46,6 +47,17 @@ void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n);
 
 /* Number of inodes held, root included. */
 size_t itab_count(struct inode_table *table);
+
+/*
+ * Caps the inodes held (root included), i.e. the O_PATH fds the table may
+ * keep open, so that it never takes the fds that opens, directory streams
+ * and clamd connections need: past the cap, inserting fails with -EMFILE
+ * until the kernel forgets inodes. Unlimited until set.
+ */
+void itab_set_max(struct inode_table *table, size_t max);
+
+/* How many more inodes the table may take before reaching its cap. */
+size_t itab_room(struct inode_table *table);
 
 int inode_fd(const struct inode *inode);
 dev_t inode_dev(const struct inode *inode);

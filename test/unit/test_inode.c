@@ -127,6 +127,40 @@ static void test_grows_and_keeps_every_entry(void **state)
 	itab_destroy(t);
 }
 
+/*
+ * Past the cap the table refuses new identities with EMFILE (closing the
+ * fd it was given), still hands out known ones, and takes new ones again
+ * once the kernel forgets some.
+ */
+static void test_cap_refuses_with_emfile_and_recovers(void **state)
+{
+	struct inode_table *t = table_new();
+	struct stat st1 = fake_st(4, 1), st2 = fake_st(4, 2);
+	struct inode *a, *again, *b = NULL;
+	int fd1 = dup(0), fd2 = dup(0), fd3, fd4;
+
+	itab_set_max(t, 2); /* the root and one more */
+	assert_int_equal(itab_room(t), 1);
+	assert_int_equal(itab_insert_ref(t, fd1, &st1, &a), 0);
+	assert_int_equal(itab_room(t), 0);
+	assert_int_equal(itab_insert_ref(t, fd2, &st2, &b), -EMFILE);
+	assert_false(fd_is_open(fd2));
+	assert_null(b);
+	assert_int_equal(itab_count(t), 2);
+	/* a known identity needs no new fd: still served */
+	fd3 = dup(0);
+	assert_int_equal(itab_insert_ref(t, fd3, &st1, &again), 0);
+	assert_ptr_equal(again, a);
+	assert_false(fd_is_open(fd3));
+	itab_forget(t, a, 2);
+	assert_int_equal(itab_room(t), 1);
+	fd4 = dup(0);
+	assert_int_equal(itab_insert_ref(t, fd4, &st2, &b), 0);
+	assert_int_equal(inode_fd(b), fd4);
+	itab_forget(t, b, 1);
+	itab_destroy(t);
+}
+
 struct race_arg {
 	struct inode_table *t;
 	struct inode *got[200];
@@ -200,6 +234,7 @@ int main(void)
 		cmocka_unit_test(test_lookup_counts),
 		cmocka_unit_test(test_insert_of_known_identity_closes_new_fd),
 		cmocka_unit_test(test_grows_and_keeps_every_entry),
+		cmocka_unit_test(test_cap_refuses_with_emfile_and_recovers),
 		cmocka_unit_test(test_concurrent_inserts_agree),
 		cmocka_unit_test(test_stamp),
 	};
