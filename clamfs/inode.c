@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <unistd.h>
 
 struct inode {
@@ -19,6 +20,12 @@ struct inode {
 	dev_t dev;
 	ino_t ino;
 	uint64_t nlookup; /* under table->lock */
+
+	/* the name it was last looked up by; under table->lock */
+	TAILQ_ENTRY(inode) lru; /* linked while name is set */
+	char *name;
+	dev_t parent_dev;
+	ino_t parent_ino;
 
 	atomic_int writers;
 	atomic_uint_fast64_t write_seq;
@@ -37,6 +44,9 @@ struct inode_table {
 	size_t count;
 	size_t max; /* cap on count, i.e. on the O_PATH fds held */
 	struct inode *root;
+	TAILQ_HEAD(, inode) lru; /* named inodes, least recent first */
+	pthread_cond_t low;	 /* signalled when itab_low turns true */
+	bool stopping;
 };
 
 #define ITAB_INITIAL_BUCKETS 1024
@@ -65,6 +75,7 @@ static struct inode *inode_new(int fd, const struct stat *st)
 
 static void inode_free(struct inode *inode)
 {
+	free(inode->name);
 	close(inode->fd);
 	pthread_mutex_destroy(&inode->stamp_lock);
 	free(inode);
@@ -122,6 +133,20 @@ static struct inode *itab_find_locked(struct inode_table *table, dev_t dev,
 	return in;
 }
 
+static bool itab_low_locked(struct inode_table *table)
+{
+	/* less than a quarter of the cap left */
+	return table->max != SIZE_MAX &&
+	       table->count > table->max - table->max / 4;
+}
+
+static void itab_unname_locked(struct inode_table *table, struct inode *inode)
+{
+	if (!inode->name)
+		return;
+	TAILQ_REMOVE(&table->lru, inode, lru);
+}
+
 struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 {
 	struct inode_table *table = calloc(1, sizeof(*table));
@@ -130,6 +155,7 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 		goto fail;
 	table->nbuckets = ITAB_INITIAL_BUCKETS;
 	table->max = SIZE_MAX;
+	TAILQ_INIT(&table->lru);
 	table->buckets = calloc(table->nbuckets, sizeof(*table->buckets));
 	if (!table->buckets)
 		goto fail;
@@ -139,6 +165,7 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 	/* the kernel never forgets the root: it holds a permanent reference */
 	table->root->nlookup = 1;
 	pthread_mutex_init(&table->lock, NULL);
+	pthread_cond_init(&table->low, NULL);
 	itab_link(table, table->root);
 	return table;
 
@@ -163,6 +190,7 @@ void itab_destroy(struct inode_table *table)
 		}
 	}
 	free(table->buckets);
+	pthread_cond_destroy(&table->low);
 	pthread_mutex_destroy(&table->lock);
 	free(table);
 }
@@ -197,6 +225,7 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 	in = itab_find_locked(table, st->st_dev, st->st_ino);
 	if (!in && table->count >= table->max) {
 		/* the kernel must forget inodes before we take more fds */
+		pthread_cond_signal(&table->low);
 		pthread_mutex_unlock(&table->lock);
 		inode_free(fresh);
 		return -EMFILE;
@@ -205,6 +234,8 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 		itab_link(table, fresh);
 		in = fresh;
 		fresh = NULL;
+		if (itab_low_locked(table))
+			pthread_cond_signal(&table->low);
 	}
 	in->nlookup++;
 	pthread_mutex_unlock(&table->lock);
@@ -227,6 +258,7 @@ void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n)
 		while (*link != inode)
 			link = &(*link)->hash_next;
 		*link = inode->hash_next;
+		itab_unname_locked(table, inode);
 		table->count--;
 		dead = true;
 	}
@@ -260,6 +292,77 @@ size_t itab_room(struct inode_table *table)
 	n = table->count >= table->max ? 0 : table->max - table->count;
 	pthread_mutex_unlock(&table->lock);
 	return n;
+}
+
+bool itab_low(struct inode_table *table)
+{
+	bool low;
+
+	pthread_mutex_lock(&table->lock);
+	low = itab_low_locked(table);
+	pthread_mutex_unlock(&table->lock);
+	return low;
+}
+
+void itab_note_name(struct inode_table *table, struct inode *inode,
+		    const struct inode *parent, const char *name)
+{
+	char *copy, *old;
+
+	if (inode == table->root || table->max == SIZE_MAX)
+		return; /* never evicted, or nothing to evict for */
+	copy = strdup(name);
+	if (!copy)
+		return; /* it just cannot be evicted: harmless */
+	pthread_mutex_lock(&table->lock);
+	old = inode->name;
+	if (old)
+		TAILQ_REMOVE(&table->lru, inode, lru);
+	inode->name = copy;
+	inode->parent_dev = parent->dev;
+	inode->parent_ino = parent->ino;
+	TAILQ_INSERT_TAIL(&table->lru, inode, lru);
+	pthread_mutex_unlock(&table->lock);
+	free(old);
+}
+
+size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
+			 size_t n)
+{
+	struct inode *in;
+	size_t i = 0;
+
+	pthread_mutex_lock(&table->lock);
+	while (i < n && (in = TAILQ_FIRST(&table->lru))) {
+		TAILQ_REMOVE(&table->lru, in, lru);
+		v[i].parent_dev = in->parent_dev;
+		v[i].parent_ino = in->parent_ino;
+		v[i].name = in->name;
+		in->name = NULL;
+		i++;
+	}
+	pthread_mutex_unlock(&table->lock);
+	return i;
+}
+
+bool itab_wait_low(struct inode_table *table)
+{
+	bool low;
+
+	pthread_mutex_lock(&table->lock);
+	while (!table->stopping && !itab_low_locked(table))
+		pthread_cond_wait(&table->low, &table->lock);
+	low = !table->stopping;
+	pthread_mutex_unlock(&table->lock);
+	return low;
+}
+
+void itab_stop_waiters(struct inode_table *table)
+{
+	pthread_mutex_lock(&table->lock);
+	table->stopping = true;
+	pthread_cond_broadcast(&table->low);
+	pthread_mutex_unlock(&table->lock);
 }
 
 int inode_fd(const struct inode *inode)

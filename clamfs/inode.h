@@ -59,6 +59,41 @@ void itab_set_max(struct inode_table *table, size_t max);
 /* How many more inodes the table may take before reaching its cap. */
 size_t itab_room(struct inode_table *table);
 
+/*
+ * Whether the table is within a quarter of its cap: time to have the
+ * kernel forget inodes, and to stop handing out inodes nobody asked for.
+ */
+bool itab_low(struct inode_table *table);
+
+/*
+ * Records that the kernel knows inode under name in parent, making it the
+ * most recently used. Only named inodes can be evicted: the kernel drops
+ * an inode when told that the name it came by is stale.
+ */
+void itab_note_name(struct inode_table *table, struct inode *inode,
+		    const struct inode *parent, const char *name);
+
+/* A name to invalidate in the kernel so that it forgets the inode. */
+struct itab_victim {
+	dev_t parent_dev;
+	ino_t parent_ino;
+	char *name; /* owned by the caller */
+};
+
+/*
+ * Takes up to n least recently used names off the table (the inodes stay,
+ * unnamed, until looked up again or forgotten). Returns how many.
+ */
+size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
+			 size_t n);
+
+/*
+ * Blocks until the table is low (true) or itab_stop_waiters was called
+ * (false).
+ */
+bool itab_wait_low(struct inode_table *table);
+void itab_stop_waiters(struct inode_table *table);
+
 int inode_fd(const struct inode *inode);
 dev_t inode_dev(const struct inode *inode);
 ino_t inode_ino(const struct inode *inode);

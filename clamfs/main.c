@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "creds.h"
+#include "evict.h"
 #include "fdlimit.h"
 #include "fs.h"
 #include "log.h"
@@ -152,6 +153,7 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct clamfs_fs fs = {.quarantine_fd = -1};
 	struct runtime *rt = NULL;
+	struct evictor *ev = NULL;
 	struct fuse_session *se = NULL;
 	struct clamfs_opts opts;
 	struct fdlimit fdlim;
@@ -239,6 +241,11 @@ int main(int argc, char *argv[])
 		log_err("cannot start the scanner threads");
 		goto out_unmount;
 	}
+	ev = evict_start(&fs);
+	if (!ev) {
+		log_err("cannot start the evictor thread: %s", strerror(errno));
+		goto out_unmount;
+	}
 	notify_ready("mounted");
 	install_crash_handlers(mnt);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
@@ -261,6 +268,8 @@ int main(int argc, char *argv[])
 	rt = NULL;
 
 out_unmount:
+	/* it sends notifications on the session: stop it first */
+	evict_stop(ev);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

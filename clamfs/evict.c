@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Evictor thread. Invalidating an entry takes the parent directory's lock,
+ * which a lookup in that directory holds while a worker serves it: the
+ * notifications must come from a thread that serves no request.
+ */
+#include "evict.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+/* Names invalidated per round; a round ends with a pause (see below). */
+#define EVICT_ROUND 1024
+
+struct evictor {
+	struct clamfs_fs *fs;
+	pthread_t thread;
+	struct itab_victim victims[EVICT_ROUND];
+};
+
+static void evict_one(struct clamfs_fs *fs, const struct itab_victim *v)
+{
+	struct inode *parent;
+
+	/* the reference keeps the parent's node id valid while we use it */
+	parent = itab_find_ref(fs->itab, v->parent_dev, v->parent_ino);
+	if (!parent)
+		return; /* the kernel forgot the directory, and so its names */
+	/* -ENOENT: the kernel has no such entry any more; nothing to do */
+	fuse_lowlevel_notify_inval_entry(fs->se, inode_nodeid(fs, parent),
+					 v->name, strlen(v->name));
+	itab_forget(fs->itab, parent, 1);
+}
+
+static void *evict_main(void *arg)
+{
+	struct evictor *ev = arg;
+	struct clamfs_fs *fs = ev->fs;
+	/* FORGETs arrive a little after the invalidations that cause them */
+	const struct timespec pause = {.tv_nsec = 2 * 1000 * 1000};
+	const struct timespec idle = {.tv_sec = 1};
+
+	while (itab_wait_low(fs->itab)) {
+		size_t n =
+			itab_pick_victims(fs->itab, ev->victims, EVICT_ROUND);
+
+		for (size_t i = 0; i < n; i++) {
+			evict_one(fs, &ev->victims[i]);
+			free(ev->victims[i].name);
+		}
+		if (n)
+			log_debug("evicted %zu names, %zu inodes of room left",
+				  n, itab_room(fs->itab));
+		/* nothing named: the inodes are held by open files; wait */
+		nanosleep(n ? &pause : &idle, NULL);
+	}
+	return NULL;
+}
+
+struct evictor *evict_start(struct clamfs_fs *fs)
+{
+	struct evictor *ev = calloc(1, sizeof(*ev));
+	int ret;
+
+	if (!ev)
+		return NULL;
+	ev->fs = fs;
+	ret = pthread_create(&ev->thread, NULL, evict_main, ev);
+	if (ret) {
+		free(ev);
+		errno = ret;
+		return NULL;
+	}
+	return ev;
+}
+
+void evict_stop(struct evictor *ev)
+{
+	if (!ev)
+		return;
+	itab_stop_waiters(ev->fs->itab);
+	pthread_join(ev->thread, NULL);
+	free(ev);
+}

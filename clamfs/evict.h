@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The evictor: a thread that, when the inode table nears its fd cap, tells
+ * the kernel that the least recently looked-up names are stale, so that it
+ * drops those dentries and sends FORGET for inodes nothing else uses.
+ */
+#ifndef CLAMFS_EVICT_H
+#define CLAMFS_EVICT_H
+
+#include "fs.h"
+
+struct evictor;
+
+/* Starts the thread for the mounted fs; NULL on failure (errno set). */
+struct evictor *evict_start(struct clamfs_fs *fs);
+
+/* Stops and joins it; before the session goes away. NULL is fine. */
+void evict_stop(struct evictor *ev);
+
+#endif
