@@ -309,8 +309,13 @@ void itab_note_name(struct inode_table *table, struct inode *inode,
 {
 	char *copy, *old;
 
-	if (inode == table->root || table->max == SIZE_MAX)
-		return; /* never evicted, or nothing to evict for */
+	/*
+	 * Invalidating a directory's name also detaches whatever is mounted
+	 * on it or below it (d_invalidate): directories are never evicted.
+	 */
+	if (inode == table->root || inode->type == S_IFDIR ||
+	    table->max == SIZE_MAX)
+		return;
 	copy = strdup(name);
 	if (!copy)
 		return; /* it just cannot be evicted: harmless */

@@ -68,7 +68,8 @@ bool itab_low(struct inode_table *table);
 /*
  * Records that the kernel knows inode under name in parent, making it the
  * most recently used. Only named inodes can be evicted: the kernel drops
- * an inode when told that the name it came by is stale.
+ * an inode when told that the name it came by is stale. Directories and
+ * the root are not recorded, nor anything while the table has no cap.
  */
 void itab_note_name(struct inode_table *table, struct inode *inode,
 		    const struct inode *parent, const char *name);

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -161,6 +162,56 @@ static void test_cap_refuses_with_emfile_and_recovers(void **state)
 	itab_destroy(t);
 }
 
+/*
+ * Victims come least recently named first, each once, with the parent
+ * they were named in; directories are never offered; a forgotten inode
+ * leaves the list; being low is a quarter of the cap.
+ */
+static void test_victims_in_lru_order(void **state)
+{
+	struct inode_table *t = table_new();
+	struct inode *root = itab_root(t), *in[4], *dir;
+	struct stat st_dir = fake_st(6, 100);
+	struct itab_victim v[8];
+	char name[16];
+
+	st_dir.st_mode = S_IFDIR;
+	itab_set_max(t, 8);
+	for (int i = 0; i < 4; i++) {
+		struct stat st = fake_st(6, (ino_t)i + 1);
+
+		assert_int_equal(itab_insert_ref(t, dup(0), &st, &in[i]), 0);
+		snprintf(name, sizeof(name), "f%d", i);
+		itab_note_name(t, in[i], root, name);
+	}
+	assert_int_equal(itab_insert_ref(t, dup(0), &st_dir, &dir), 0);
+	itab_note_name(t, dir, root, "d");
+	assert_false(itab_low(t)); /* 6 of 8: room 2, not below 2 */
+	itab_note_name(t, in[0], root, "f0-again"); /* now most recent */
+	itab_forget(t, in[2], 1);
+	assert_int_equal(itab_pick_victims(t, v, 8), 3);
+	assert_string_equal(v[0].name, "f1");
+	assert_string_equal(v[1].name, "f3");
+	assert_string_equal(v[2].name, "f0-again");
+	assert_int_equal(v[0].parent_dev, inode_dev(root));
+	assert_int_equal(v[0].parent_ino, inode_ino(root));
+	for (int i = 0; i < 3; i++)
+		free(v[i].name);
+	assert_int_equal(itab_pick_victims(t, v, 8), 0);
+	itab_set_max(t, 8); /* 5 held of 8: room 3, not below 8 / 4 */
+	assert_int_equal(itab_room(t), 3);
+	assert_false(itab_low(t));
+	itab_set_max(t, 6); /* room 1, not below 6 / 4 = 1 */
+	assert_false(itab_low(t));
+	itab_set_max(t, 5); /* room 0, below 5 / 4 = 1 */
+	assert_true(itab_low(t));
+	itab_forget(t, in[0], 1);
+	itab_forget(t, in[1], 1);
+	itab_forget(t, in[3], 1);
+	itab_forget(t, dir, 1);
+	itab_destroy(t);
+}
+
 struct race_arg {
 	struct inode_table *t;
 	struct inode *got[200];
@@ -235,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_insert_of_known_identity_closes_new_fd),
 		cmocka_unit_test(test_grows_and_keeps_every_entry),
 		cmocka_unit_test(test_cap_refuses_with_emfile_and_recovers),
+		cmocka_unit_test(test_victims_in_lru_order),
 		cmocka_unit_test(test_concurrent_inserts_agree),
 		cmocka_unit_test(test_stamp),
 	};
