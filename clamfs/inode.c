@@ -316,6 +316,17 @@ void itab_note_name(struct inode_table *table, struct inode *inode,
 	if (inode == table->root || inode->type == S_IFDIR ||
 	    table->max == SIZE_MAX)
 		return;
+	pthread_mutex_lock(&table->lock);
+	if (inode->name && inode->parent_dev == parent->dev &&
+	    inode->parent_ino == parent->ino &&
+	    strcmp(inode->name, name) == 0) {
+		/* a revalidation: same name, just recently used again */
+		TAILQ_REMOVE(&table->lru, inode, lru);
+		TAILQ_INSERT_TAIL(&table->lru, inode, lru);
+		pthread_mutex_unlock(&table->lock);
+		return;
+	}
+	pthread_mutex_unlock(&table->lock);
 	copy = strdup(name);
 	if (!copy)
 		return; /* it just cannot be evicted: harmless */

@@ -188,11 +188,12 @@ static void test_victims_in_lru_order(void **state)
 	itab_note_name(t, dir, root, "d");
 	assert_false(itab_low(t)); /* 6 of 8: room 2, not below 2 */
 	itab_note_name(t, in[0], root, "f0-again"); /* now most recent */
+	itab_note_name(t, in[1], root, "f1");	    /* revalidated: too */
 	itab_forget(t, in[2], 1);
 	assert_int_equal(itab_pick_victims(t, v, 8), 3);
-	assert_string_equal(v[0].name, "f1");
-	assert_string_equal(v[1].name, "f3");
-	assert_string_equal(v[2].name, "f0-again");
+	assert_string_equal(v[0].name, "f3");
+	assert_string_equal(v[1].name, "f0-again");
+	assert_string_equal(v[2].name, "f1");
 	assert_int_equal(v[0].parent_dev, inode_dev(root));
 	assert_int_equal(v[0].parent_ino, inode_ino(root));
 	for (int i = 0; i < 3; i++)
