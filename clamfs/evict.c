@@ -43,7 +43,6 @@ static void *evict_main(void *arg)
 	struct clamfs_fs *fs = ev->fs;
 	/* FORGETs arrive a little after the invalidations that cause them */
 	const struct timespec pause = {.tv_nsec = 2 * 1000 * 1000};
-	const struct timespec idle = {.tv_sec = 1};
 
 	while (itab_wait_low(fs->itab)) {
 		size_t n =
@@ -56,8 +55,7 @@ static void *evict_main(void *arg)
 		if (n)
 			log_debug("evicted %zu names, %zu inodes of room left",
 				  n, itab_room(fs->itab));
-		/* nothing named: the inodes are held by open files; wait */
-		nanosleep(n ? &pause : &idle, NULL);
+		nanosleep(&pause, NULL);
 	}
 	return NULL;
 }

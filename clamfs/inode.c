@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <time.h>
 #include <unistd.h>
 
 struct inode {
@@ -46,10 +47,13 @@ struct inode_table {
 	struct inode *root;
 	TAILQ_HEAD(, inode) lru; /* named inodes, least recent first */
 	pthread_cond_t low;	 /* signalled when itab_low turns true */
+	pthread_cond_t room;	 /* signalled when count drops below max */
 	bool stopping;
 };
 
 #define ITAB_INITIAL_BUCKETS 1024
+/* below this much room the table is low whatever its cap */
+#define ITAB_LOW_ROOM 1024
 
 static size_t inode_hash(dev_t dev, ino_t ino)
 {
@@ -135,9 +139,17 @@ static struct inode *itab_find_locked(struct inode_table *table, dev_t dev,
 
 static bool itab_low_locked(struct inode_table *table)
 {
-	/* less than a quarter of the cap left */
-	return table->max != SIZE_MAX &&
-	       table->count > table->max - table->max / 4;
+	size_t room;
+
+	if (table->max == SIZE_MAX)
+		return false;
+	room = table->count < table->max ? table->max - table->count : 0;
+	/*
+	 * Eviction is asynchronous (the kernel's FORGETs come back later):
+	 * it starts while there is room for a quick succession of lookups to
+	 * go on meanwhile. A small table is kept as small as it goes.
+	 */
+	return room < table->max / 2 || room < ITAB_LOW_ROOM;
 }
 
 static void itab_unname_locked(struct inode_table *table, struct inode *inode)
@@ -166,6 +178,7 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 	table->root->nlookup = 1;
 	pthread_mutex_init(&table->lock, NULL);
 	pthread_cond_init(&table->low, NULL);
+	pthread_cond_init(&table->room, NULL);
 	itab_link(table, table->root);
 	return table;
 
@@ -191,6 +204,7 @@ void itab_destroy(struct inode_table *table)
 	}
 	free(table->buckets);
 	pthread_cond_destroy(&table->low);
+	pthread_cond_destroy(&table->room);
 	pthread_mutex_destroy(&table->lock);
 	free(table);
 }
@@ -260,6 +274,8 @@ void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n)
 		*link = inode->hash_next;
 		itab_unname_locked(table, inode);
 		table->count--;
+		if (table->count < table->max)
+			pthread_cond_broadcast(&table->room);
 		dead = true;
 	}
 	pthread_mutex_unlock(&table->lock);
@@ -338,6 +354,8 @@ void itab_note_name(struct inode_table *table, struct inode *inode,
 	inode->parent_dev = parent->dev;
 	inode->parent_ino = parent->ino;
 	TAILQ_INSERT_TAIL(&table->lru, inode, lru);
+	if (itab_low_locked(table))
+		pthread_cond_signal(&table->low);
 	pthread_mutex_unlock(&table->lock);
 	free(old);
 }
@@ -361,12 +379,35 @@ size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
 	return i;
 }
 
+bool itab_wait_room(struct inode_table *table, unsigned int ms)
+{
+	struct timespec until;
+	bool room;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&table->lock);
+	pthread_cond_signal(&table->low);
+	while (table->count >= table->max && !table->stopping &&
+	       pthread_cond_timedwait(&table->room, &table->lock, &until) == 0)
+		;
+	room = table->count < table->max;
+	pthread_mutex_unlock(&table->lock);
+	return room;
+}
+
 bool itab_wait_low(struct inode_table *table)
 {
 	bool low;
 
 	pthread_mutex_lock(&table->lock);
-	while (!table->stopping && !itab_low_locked(table))
+	while (!table->stopping &&
+	       (!itab_low_locked(table) || TAILQ_EMPTY(&table->lru)))
 		pthread_cond_wait(&table->low, &table->lock);
 	low = !table->stopping;
 	pthread_mutex_unlock(&table->lock);
@@ -378,6 +419,7 @@ void itab_stop_waiters(struct inode_table *table)
 	pthread_mutex_lock(&table->lock);
 	table->stopping = true;
 	pthread_cond_broadcast(&table->low);
+	pthread_cond_broadcast(&table->room);
 	pthread_mutex_unlock(&table->lock);
 }
 

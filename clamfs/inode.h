@@ -60,10 +60,18 @@ void itab_set_max(struct inode_table *table, size_t max);
 size_t itab_room(struct inode_table *table);
 
 /*
- * Whether the table is within a quarter of its cap: time to have the
- * kernel forget inodes, and to stop handing out inodes nobody asked for.
+ * Whether less than half of the cap (or less than 1024 inodes) is left:
+ * time to have the kernel forget inodes, and to stop handing out inodes
+ * nobody asked for.
  */
 bool itab_low(struct inode_table *table);
+
+/*
+ * Waits at most ms milliseconds for the table to be below its cap again
+ * (the kernel's FORGETs for evicted names arrive asynchronously); true
+ * when it is.
+ */
+bool itab_wait_room(struct inode_table *table, unsigned int ms);
 
 /*
  * Records that the kernel knows inode under name in parent, making it the
@@ -89,8 +97,8 @@ size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
 			 size_t n);
 
 /*
- * Blocks until the table is low (true) or itab_stop_waiters was called
- * (false).
+ * Blocks until the table is low with names to evict (true) or until
+ * itab_stop_waiters was called (false).
  */
 bool itab_wait_low(struct inode_table *table);
 void itab_stop_waiters(struct inode_table *table);

@@ -17,6 +17,9 @@
 #include "open.h"
 #include "ops.h"
 
+/* How long a lookup at the inode table's cap waits for FORGETs. */
+#define LOOKUP_ROOM_WAIT_MS 50
+
 /*
  * Hands a looked-up entry to the kernel: records the name it came by (so
  * the evictor can have the kernel forget it) and, when the reply does not
@@ -45,6 +48,14 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (ret)
 		goto out;
 	ret = fs_lookup_entry(fs, req_inode(req, parent), name, &e);
+	/*
+	 * At the cap, the FORGETs of names just evicted may be on their way:
+	 * a short wait spares the caller an EMFILE. Bounded, because this
+	 * lookup holds the directory against invalidations in it.
+	 */
+	if (ret == -EMFILE && itab_room(fs->itab) == 0 &&
+	    itab_wait_room(fs->itab, LOOKUP_ROOM_WAIT_MS))
+		ret = fs_lookup_entry(fs, req_inode(req, parent), name, &e);
 	req_identity_leave(&id);
 out:
 	if (ret == -ENOENT && fs->negative_timeout > 0) {

@@ -165,7 +165,8 @@ static void test_cap_refuses_with_emfile_and_recovers(void **state)
 /*
  * Victims come least recently named first, each once, with the parent
  * they were named in; directories are never offered; a forgotten inode
- * leaves the list; being low is a quarter of the cap.
+ * leaves the list; the table is low with less than half of its cap or
+ * less than 1024 inodes left.
  */
 static void test_victims_in_lru_order(void **state)
 {
@@ -176,7 +177,7 @@ static void test_victims_in_lru_order(void **state)
 	char name[16];
 
 	st_dir.st_mode = S_IFDIR;
-	itab_set_max(t, 8);
+	itab_set_max(t, 4096);
 	for (int i = 0; i < 4; i++) {
 		struct stat st = fake_st(6, (ino_t)i + 1);
 
@@ -186,7 +187,7 @@ static void test_victims_in_lru_order(void **state)
 	}
 	assert_int_equal(itab_insert_ref(t, dup(0), &st_dir, &dir), 0);
 	itab_note_name(t, dir, root, "d");
-	assert_false(itab_low(t)); /* 6 of 8: room 2, not below 2 */
+	assert_false(itab_low(t)); /* 6 of 4096: room 4090 */
 	itab_note_name(t, in[0], root, "f0-again"); /* now most recent */
 	itab_note_name(t, in[1], root, "f1");	    /* revalidated: too */
 	itab_forget(t, in[2], 1);
@@ -199,14 +200,15 @@ static void test_victims_in_lru_order(void **state)
 	for (int i = 0; i < 3; i++)
 		free(v[i].name);
 	assert_int_equal(itab_pick_victims(t, v, 8), 0);
-	itab_set_max(t, 8); /* 5 held of 8: room 3, not below 8 / 4 */
-	assert_int_equal(itab_room(t), 3);
+	itab_set_max(t, 1029); /* 5 held: room 1024, not below 1024 */
+	assert_int_equal(itab_room(t), 1024);
 	assert_false(itab_low(t));
-	itab_set_max(t, 6); /* room 1, not below 6 / 4 = 1 */
-	assert_false(itab_low(t));
-	itab_set_max(t, 5); /* room 0, below 5 / 4 = 1 */
+	itab_set_max(t, 1028); /* room 1023 */
 	assert_true(itab_low(t));
-	itab_forget(t, in[0], 1);
+	itab_set_max(t, 5); /* full: no room, and none within 10 ms */
+	assert_false(itab_wait_room(t, 10));
+	itab_forget(t, in[0], 1); /* room again */
+	assert_true(itab_wait_room(t, 10));
 	itab_forget(t, in[1], 1);
 	itab_forget(t, in[3], 1);
 	itab_forget(t, dir, 1);
