@@ -91,9 +91,13 @@ def test_soft_limit_raised_to_hard_and_logged(mount_clamfs):
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     m = mount_clamfs(preexec_fn=nofile(1024))
     assert daemon_limits(m.pid) == (hard, hard)
-    log = m.stderr_text()
-    assert re.search(rf"fd limit: soft {hard} \(was 1024\), hard {hard}; "
-                     r"up to \d+ inodes held open", log), log
+    # logged once mounted, maybe just after the mount shows up
+    want = re.compile(rf"fd limit: soft {hard} \(was 1024\), hard {hard}; "
+                      r"up to \d+ inodes held open")
+    deadline = time.monotonic() + 10 * SLOW
+    while not want.search(m.stderr_text()):
+        assert time.monotonic() < deadline, m.stderr_text()
+        time.sleep(0.05)
 
 
 def test_big_tree_under_service_fd_limit(mount_clamfs, clamd):
