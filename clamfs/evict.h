@@ -11,10 +11,18 @@
 
 struct evictor;
 
-/* Starts the thread for the mounted fs; NULL on failure (errno set). */
-struct evictor *evict_start(struct clamfs_fs *fs);
+/*
+ * Starts the thread for fs mounted at mountpoint; NULL on failure (errno
+ * set).
+ */
+struct evictor *evict_start(struct clamfs_fs *fs, const char *mountpoint);
 
-/* Stops and joins it; before the session goes away. NULL is fine. */
+/*
+ * Stops and joins it, serving requests meanwhile if need be (a
+ * notification can wait for one), and as a last resort aborting the
+ * connection by a forced unmount: call it once the FUSE loop has ended,
+ * before the scanner threads stop. NULL is fine.
+ */
 void evict_stop(struct evictor *ev);
 
 #endif

@@ -241,7 +241,7 @@ int main(int argc, char *argv[])
 		log_err("cannot start the scanner threads");
 		goto out_unmount;
 	}
-	ev = evict_start(&fs);
+	ev = evict_start(&fs, mnt);
 	if (!ev) {
 		log_err("cannot start the evictor thread: %s", strerror(errno));
 		goto out_unmount;
@@ -259,6 +259,8 @@ int main(int argc, char *argv[])
 	ret = run_loop(se, &opts);
 	ret = ret == 0 || ret == SIGTERM || ret == SIGINT ? 0 : 1;
 	notify_stopping();
+	evict_stop(ev);
+	ev = NULL;
 	log_info("unmounting %s", mnt);
 	/*
 	 * Scanner threads reply to opens: stop them while the session fd is
@@ -268,8 +270,6 @@ int main(int argc, char *argv[])
 	rt = NULL;
 
 out_unmount:
-	/* it sends notifications on the session: stop it first */
-	evict_stop(ev);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
