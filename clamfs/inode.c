@@ -10,6 +10,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
+#include <time.h>
 #include <unistd.h>
 
 struct inode {
@@ -19,6 +21,12 @@ struct inode {
 	dev_t dev;
 	ino_t ino;
 	uint64_t nlookup; /* under table->lock */
+
+	/* the name it was last looked up by; under table->lock */
+	TAILQ_ENTRY(inode) lru; /* linked while name is set */
+	char *name;
+	dev_t parent_dev;
+	ino_t parent_ino;
 
 	atomic_int writers;
 	atomic_uint_fast64_t write_seq;
@@ -35,10 +43,17 @@ struct inode_table {
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
 	size_t count;
+	size_t max; /* cap on count, i.e. on the O_PATH fds held */
 	struct inode *root;
+	TAILQ_HEAD(, inode) lru; /* named inodes, least recent first */
+	pthread_cond_t low;	 /* signalled when itab_low turns true */
+	pthread_cond_t room;	 /* signalled when count drops below max */
+	bool stopping;
 };
 
 #define ITAB_INITIAL_BUCKETS 1024
+/* below this much room the table is low whatever its cap */
+#define ITAB_LOW_ROOM 1024
 
 static size_t inode_hash(dev_t dev, ino_t ino)
 {
@@ -64,6 +79,7 @@ static struct inode *inode_new(int fd, const struct stat *st)
 
 static void inode_free(struct inode *inode)
 {
+	free(inode->name);
 	close(inode->fd);
 	pthread_mutex_destroy(&inode->stamp_lock);
 	free(inode);
@@ -121,6 +137,28 @@ static struct inode *itab_find_locked(struct inode_table *table, dev_t dev,
 	return in;
 }
 
+static bool itab_low_locked(struct inode_table *table)
+{
+	size_t room;
+
+	if (table->max == SIZE_MAX)
+		return false;
+	room = table->count < table->max ? table->max - table->count : 0;
+	/*
+	 * Eviction is asynchronous (the kernel's FORGETs come back later):
+	 * it starts while there is room for a quick succession of lookups to
+	 * go on meanwhile. A small table is kept as small as it goes.
+	 */
+	return room < table->max / 2 || room < ITAB_LOW_ROOM;
+}
+
+static void itab_unname_locked(struct inode_table *table, struct inode *inode)
+{
+	if (!inode->name)
+		return;
+	TAILQ_REMOVE(&table->lru, inode, lru);
+}
+
 struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 {
 	struct inode_table *table = calloc(1, sizeof(*table));
@@ -128,6 +166,8 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 	if (!table)
 		goto fail;
 	table->nbuckets = ITAB_INITIAL_BUCKETS;
+	table->max = SIZE_MAX;
+	TAILQ_INIT(&table->lru);
 	table->buckets = calloc(table->nbuckets, sizeof(*table->buckets));
 	if (!table->buckets)
 		goto fail;
@@ -137,6 +177,8 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 	/* the kernel never forgets the root: it holds a permanent reference */
 	table->root->nlookup = 1;
 	pthread_mutex_init(&table->lock, NULL);
+	pthread_cond_init(&table->low, NULL);
+	pthread_cond_init(&table->room, NULL);
 	itab_link(table, table->root);
 	return table;
 
@@ -161,6 +203,8 @@ void itab_destroy(struct inode_table *table)
 		}
 	}
 	free(table->buckets);
+	pthread_cond_destroy(&table->low);
+	pthread_cond_destroy(&table->room);
 	pthread_mutex_destroy(&table->lock);
 	free(table);
 }
@@ -193,10 +237,19 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 	}
 	pthread_mutex_lock(&table->lock);
 	in = itab_find_locked(table, st->st_dev, st->st_ino);
+	if (!in && table->count >= table->max) {
+		/* the kernel must forget inodes before we take more fds */
+		pthread_cond_signal(&table->low);
+		pthread_mutex_unlock(&table->lock);
+		inode_free(fresh);
+		return -EMFILE;
+	}
 	if (!in) {
 		itab_link(table, fresh);
 		in = fresh;
 		fresh = NULL;
+		if (itab_low_locked(table))
+			pthread_cond_signal(&table->low);
 	}
 	in->nlookup++;
 	pthread_mutex_unlock(&table->lock);
@@ -219,7 +272,10 @@ void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n)
 		while (*link != inode)
 			link = &(*link)->hash_next;
 		*link = inode->hash_next;
+		itab_unname_locked(table, inode);
 		table->count--;
+		if (table->count < table->max)
+			pthread_cond_broadcast(&table->room);
 		dead = true;
 	}
 	pthread_mutex_unlock(&table->lock);
@@ -235,6 +291,136 @@ size_t itab_count(struct inode_table *table)
 	n = table->count;
 	pthread_mutex_unlock(&table->lock);
 	return n;
+}
+
+void itab_set_max(struct inode_table *table, size_t max)
+{
+	pthread_mutex_lock(&table->lock);
+	table->max = max;
+	pthread_mutex_unlock(&table->lock);
+}
+
+size_t itab_room(struct inode_table *table)
+{
+	size_t n;
+
+	pthread_mutex_lock(&table->lock);
+	n = table->count >= table->max ? 0 : table->max - table->count;
+	pthread_mutex_unlock(&table->lock);
+	return n;
+}
+
+bool itab_low(struct inode_table *table)
+{
+	bool low;
+
+	pthread_mutex_lock(&table->lock);
+	low = itab_low_locked(table);
+	pthread_mutex_unlock(&table->lock);
+	return low;
+}
+
+void itab_note_name(struct inode_table *table, struct inode *inode,
+		    const struct inode *parent, const char *name)
+{
+	char *copy, *old;
+
+	/*
+	 * Invalidating a directory's name also detaches whatever is mounted
+	 * on it or below it (d_invalidate): directories are never evicted.
+	 */
+	if (inode == table->root || inode->type == S_IFDIR ||
+	    table->max == SIZE_MAX)
+		return;
+	pthread_mutex_lock(&table->lock);
+	if (inode->name && inode->parent_dev == parent->dev &&
+	    inode->parent_ino == parent->ino &&
+	    strcmp(inode->name, name) == 0) {
+		/* a revalidation: same name, just recently used again */
+		TAILQ_REMOVE(&table->lru, inode, lru);
+		TAILQ_INSERT_TAIL(&table->lru, inode, lru);
+		pthread_mutex_unlock(&table->lock);
+		return;
+	}
+	pthread_mutex_unlock(&table->lock);
+	copy = strdup(name);
+	if (!copy)
+		return; /* it just cannot be evicted: harmless */
+	pthread_mutex_lock(&table->lock);
+	old = inode->name;
+	if (old)
+		TAILQ_REMOVE(&table->lru, inode, lru);
+	inode->name = copy;
+	inode->parent_dev = parent->dev;
+	inode->parent_ino = parent->ino;
+	TAILQ_INSERT_TAIL(&table->lru, inode, lru);
+	if (itab_low_locked(table))
+		pthread_cond_signal(&table->low);
+	pthread_mutex_unlock(&table->lock);
+	free(old);
+}
+
+size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
+			 size_t n)
+{
+	struct inode *in;
+	size_t i = 0;
+
+	pthread_mutex_lock(&table->lock);
+	while (i < n && (in = TAILQ_FIRST(&table->lru))) {
+		TAILQ_REMOVE(&table->lru, in, lru);
+		v[i].parent_dev = in->parent_dev;
+		v[i].parent_ino = in->parent_ino;
+		v[i].name = in->name;
+		in->name = NULL;
+		i++;
+	}
+	pthread_mutex_unlock(&table->lock);
+	return i;
+}
+
+bool itab_wait_room(struct inode_table *table, unsigned int ms)
+{
+	struct timespec until;
+	bool room;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&table->lock);
+	pthread_cond_signal(&table->low);
+	while (table->count >= table->max && !table->stopping &&
+	       pthread_cond_timedwait(&table->room, &table->lock, &until) == 0)
+		;
+	room = table->count < table->max;
+	pthread_mutex_unlock(&table->lock);
+	return room;
+}
+
+bool itab_wait_low(struct inode_table *table)
+{
+	bool low;
+
+	pthread_mutex_lock(&table->lock);
+	while (!table->stopping &&
+	       (!itab_low_locked(table) || TAILQ_EMPTY(&table->lru)))
+		pthread_cond_wait(&table->low, &table->lock);
+	low = !table->stopping;
+	pthread_mutex_unlock(&table->lock);
+	return low;
+}
+
+void itab_stop_waiters(struct inode_table *table)
+{
+	pthread_mutex_lock(&table->lock);
+	table->stopping = true;
+	pthread_cond_broadcast(&table->low);
+	pthread_cond_broadcast(&table->room);
+	pthread_mutex_unlock(&table->lock);
 }
 
 int inode_fd(const struct inode *inode)

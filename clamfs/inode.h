@@ -36,7 +36,8 @@ struct inode *itab_find_ref(struct inode_table *table, dev_t dev, ino_t ino);
  * Adds the object open at fd (identity from st) with one lookup reference.
  * Takes ownership of fd: when another thread inserted the same identity
  * first, fd is closed and that inode is referenced instead.
- * Returns 0 with *out set, or -ENOMEM (fd closed).
+ * Returns 0 with *out set, -EMFILE when the table already holds its
+ * maximum (see itab_set_max), or -ENOMEM (fd closed either way).
  */
 int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 		    struct inode **out);
@@ -46,6 +47,61 @@ void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n);
 
 /* Number of inodes held, root included. */
 size_t itab_count(struct inode_table *table);
+
+/*
+ * Caps the inodes held (root included), i.e. the O_PATH fds the table may
+ * keep open, so that it never takes the fds that opens, directory streams
+ * and clamd connections need: past the cap, inserting fails with -EMFILE
+ * until the kernel forgets inodes. Unlimited until set.
+ */
+void itab_set_max(struct inode_table *table, size_t max);
+
+/* How many more inodes the table may take before reaching its cap. */
+size_t itab_room(struct inode_table *table);
+
+/*
+ * Whether less than half of the cap (or less than 1024 inodes) is left:
+ * time to have the kernel forget inodes, and to stop handing out inodes
+ * nobody asked for.
+ */
+bool itab_low(struct inode_table *table);
+
+/*
+ * Waits at most ms milliseconds for the table to be below its cap again
+ * (the kernel's FORGETs for evicted names arrive asynchronously); true
+ * when it is.
+ */
+bool itab_wait_room(struct inode_table *table, unsigned int ms);
+
+/*
+ * Records that the kernel knows inode under name in parent, making it the
+ * most recently used. Only named inodes can be evicted: the kernel drops
+ * an inode when told that the name it came by is stale. Directories and
+ * the root are not recorded, nor anything while the table has no cap.
+ */
+void itab_note_name(struct inode_table *table, struct inode *inode,
+		    const struct inode *parent, const char *name);
+
+/* A name to invalidate in the kernel so that it forgets the inode. */
+struct itab_victim {
+	dev_t parent_dev;
+	ino_t parent_ino;
+	char *name; /* owned by the caller */
+};
+
+/*
+ * Takes up to n least recently used names off the table (the inodes stay,
+ * unnamed, until looked up again or forgotten). Returns how many.
+ */
+size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
+			 size_t n);
+
+/*
+ * Blocks until the table is low with names to evict (true) or until
+ * itab_stop_waiters was called (false).
+ */
+bool itab_wait_low(struct inode_table *table);
+void itab_stop_waiters(struct inode_table *table);
 
 int inode_fd(const struct inode *inode);
 dev_t inode_dev(const struct inode *inode);

@@ -16,6 +16,8 @@
 
 #include "cli.h"
 #include "creds.h"
+#include "evict.h"
+#include "fdlimit.h"
 #include "fs.h"
 #include "log.h"
 #include "mountpoint.h"
@@ -122,6 +124,23 @@ static int run_loop(struct fuse_session *se, const struct clamfs_opts *opts)
 	return ret;
 }
 
+/* Says what the fd limit came to; the table's cap follows from it. */
+static void log_fdlimit(const struct fdlimit *lim, size_t budget)
+{
+	if (lim->err)
+		log_warn("fd limit: cannot raise the soft limit %llu to the "
+			 "hard limit %llu: %s; up to %zu inodes held open",
+			 (unsigned long long)lim->soft,
+			 (unsigned long long)lim->hard, strerror(lim->err),
+			 budget);
+	else
+		log_info("fd limit: soft %llu (was %llu), hard %llu; up to "
+			 "%zu inodes held open",
+			 (unsigned long long)lim->soft,
+			 (unsigned long long)lim->before,
+			 (unsigned long long)lim->hard, budget);
+}
+
 static void print_version(void)
 {
 	printf("clamfs version %s\n", CLAMFS_VERSION);
@@ -134,8 +153,11 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct clamfs_fs fs = {.quarantine_fd = -1};
 	struct runtime *rt = NULL;
+	struct evictor *ev = NULL;
 	struct fuse_session *se = NULL;
 	struct clamfs_opts opts;
+	struct fdlimit fdlim;
+	size_t inode_budget;
 	char *backend = NULL, *mnt = NULL;
 	char err[512];
 	struct stat root_st;
@@ -165,6 +187,9 @@ int main(int argc, char *argv[])
 		goto out_opts;
 	}
 
+	/* one fd per inode the kernel knows: 1024 is not enough for that */
+	fdlimit_raise(&fdlim);
+	inode_budget = fdlimit_inode_budget(fdlim.soft);
 	root_fd = open_backend(opts.backend, &backend, &root_st);
 	if (root_fd == -1)
 		goto out_opts;
@@ -178,6 +203,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "clamfs: out of memory\n");
 		goto out_fs;
 	}
+	itab_set_max(fs.itab, inode_budget);
 	fs.attr_timeout = opts.attr_timeout;
 	/*
 	 * Without default_permissions only the backend checks rights, and
@@ -215,6 +241,11 @@ int main(int argc, char *argv[])
 		log_err("cannot start the scanner threads");
 		goto out_unmount;
 	}
+	ev = evict_start(&fs, mnt);
+	if (!ev) {
+		log_err("cannot start the evictor thread: %s", strerror(errno));
+		goto out_unmount;
+	}
 	notify_ready("mounted");
 	install_crash_handlers(mnt);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
@@ -222,11 +253,14 @@ int main(int argc, char *argv[])
 		 backend, mnt, opts.clamd, scan_mode_name(fs.scan_mode),
 		 infected_action_name(opts.policy.on_infected),
 		 opts.policy.on_error_allow ? "allow" : "deny");
+	log_fdlimit(&fdlim, inode_budget);
 
 	/* a loop ended by SIGTERM/SIGINT returns the signal: a clean stop */
 	ret = run_loop(se, &opts);
 	ret = ret == 0 || ret == SIGTERM || ret == SIGINT ? 0 : 1;
 	notify_stopping();
+	evict_stop(ev);
+	ev = NULL;
 	log_info("unmounting %s", mnt);
 	/*
 	 * Scanner threads reply to opens: stop them while the session fd is

@@ -72,38 +72,88 @@ static bool is_dot_or_dotdot(const char *name)
 
 /*
  * The entry for readdirplus. "." and ".." and names that cannot be looked
- * up (gone meanwhile, or no search right on the directory) get ino 0:
- * the kernel then lists the name without caching attributes for it.
+ * up (gone meanwhile, no search right on the directory, no fd left) get
+ * ino 0: the kernel then lists the name without caching attributes for
+ * it, and a stat of it becomes a lookup of its own. Returns 0 when e holds
+ * an inode reference, else negative errno.
  */
-static bool plus_entry(fuse_req_t req, fuse_ino_t dir, const struct dirent *de,
-		       struct fuse_entry_param *e)
+static int plus_entry(fuse_req_t req, fuse_ino_t dir, const struct dirent *de,
+		      bool lookup, struct fuse_entry_param *e)
 {
-	memset(e, 0, sizeof(*e));
-	e->attr.st_ino = de->d_ino;
-	e->attr.st_mode = (mode_t)de->d_type << 12;
-	if (is_dot_or_dotdot(de->d_name))
-		return false;
-	return fs_lookup_entry(req_fs(req), req_inode(req, dir), de->d_name,
-			       e) == 0;
+	int ret;
+
+	if (!lookup || is_dot_or_dotdot(de->d_name))
+		ret = -EINVAL;
+	else
+		ret = fs_lookup_entry(req_fs(req), req_inode(req, dir),
+				      de->d_name, e);
+	if (ret) {
+		memset(e, 0, sizeof(*e));
+		e->attr.st_ino = de->d_ino;
+		e->attr.st_mode = (mode_t)de->d_type << 12;
+	}
+	return ret;
+}
+
+/* The inodes a readdirplus reply hands over, for undoing them. */
+struct plus_refs {
+	struct inode **inodes;
+	size_t n, cap;
+};
+
+/*
+ * Every direntplus record takes more than 128 bytes (the entry, the
+ * dirent header, the padded name): a reply of size bytes holds fewer
+ * than size / 128 + 1 of them.
+ */
+static int plus_refs_init(struct plus_refs *r, size_t size)
+{
+	r->n = 0;
+	r->cap = size / 128 + 1;
+	r->inodes = calloc(r->cap, sizeof(*r->inodes));
+	return r->inodes ? 0 : -ENOMEM;
+}
+
+/* The kernel never got them: give back what it will never forget. */
+static void plus_refs_undo(struct clamfs_fs *fs, struct plus_refs *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		itab_forget(fs->itab, r->inodes[i], 1);
+	r->n = 0;
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		       off_t offset, struct fuse_file_info *fi, bool plus)
 {
+	struct clamfs_fs *fs = req_fs(req);
 	struct dir_handle *d = fi_dir(fi);
+	struct plus_refs refs = {0};
 	struct req_identity id;
+	bool entered = false;
+	/*
+	 * A plus reply hands inodes over only while the table has room:
+	 * listing a big directory must not take the fds that lookups, opens
+	 * and scans need. Once the table runs low or a lookup finds no fd,
+	 * the rest of the reply is names only, rather than a mix of names
+	 * that failed and names that took the fds freed meanwhile.
+	 */
+	bool attach = plus && !itab_low(fs->itab);
 	char *buf = NULL;
 	size_t used = 0;
 	int ret;
 
 	buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	ret = plus ? req_identity_enter(req, &id) : 0;
+	ret = buf ? 0 : -ENOMEM;
+	if (ret == 0 && attach)
+		ret = plus_refs_init(&refs, size);
 	if (ret)
-		goto out;
+		goto out_free;
+	if (attach) {
+		ret = req_identity_enter(req, &id);
+		if (ret)
+			goto out;
+		entered = true;
+	}
 	if (offset != d->offset) {
 		seekdir(d->dp, offset);
 		d->pending = NULL;
@@ -114,6 +164,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		bool referenced = false;
 		size_t need;
 		off_t next;
+		int err;
 
 		if (!d->pending) {
 			errno = 0;
@@ -126,7 +177,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		}
 		next = telldir(d->dp);
 		if (plus) {
-			referenced = plus_entry(req, ino, d->pending, &e);
+			err = plus_entry(req, ino, d->pending,
+					 attach && refs.n < refs.cap, &e);
+			referenced = err == 0;
+			if (err == -EMFILE || err == -ENFILE ||
+			    (referenced && itab_low(fs->itab)))
+				attach = false;
 			need = fuse_add_direntry_plus(req, buf + used,
 						      size - used,
 						      d->pending->d_name, &e,
@@ -143,22 +199,35 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		if (need > size - used) {
 			/* does not fit: undo its reference, resend it next */
 			if (referenced)
-				itab_forget(req_fs(req)->itab,
-					    req_inode(req, e.ino), 1);
+				itab_forget(fs->itab, req_inode(req, e.ino), 1);
 			break;
+		}
+		if (referenced) {
+			refs.inodes[refs.n++] = req_inode(req, e.ino);
+			itab_note_name(fs->itab, req_inode(req, e.ino),
+				       req_inode(req, ino), d->pending->d_name);
 		}
 		used += need;
 		d->pending = NULL;
 		d->offset = next;
 	}
-	if (plus)
+	if (entered)
 		req_identity_leave(&id);
 out:
-	if (ret)
+	if (ret) {
+		plus_refs_undo(fs, &refs);
 		fuse_reply_err(req, -ret);
-	else
-		fuse_reply_buf(req, buf, used);
+	} else if (fuse_reply_buf(req, buf, used) != 0) {
+		plus_refs_undo(fs, &refs);
+	}
+	free(refs.inodes);
 	free(buf);
+	return;
+
+out_free:
+	free(refs.inodes);
+	free(buf);
+	fuse_reply_err(req, -ret);
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -17,6 +17,26 @@
 #include "open.h"
 #include "ops.h"
 
+/* How long a lookup at the inode table's cap waits for FORGETs. */
+#define LOOKUP_ROOM_WAIT_MS 50
+
+/*
+ * Hands a looked-up entry to the kernel: records the name it came by (so
+ * the evictor can have the kernel forget it) and, when the reply does not
+ * reach the kernel (the request was interrupted), drops the reference the
+ * kernel will never forget.
+ */
+static void reply_new_entry(fuse_req_t req, struct inode *parent,
+			    const char *name, const struct fuse_entry_param *e)
+{
+	struct clamfs_fs *fs = req_fs(req);
+	struct inode *inode = req_inode(req, e->ino);
+
+	itab_note_name(fs->itab, inode, parent, name);
+	if (fuse_reply_entry(req, e) != 0)
+		itab_forget(fs->itab, inode, 1);
+}
+
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct clamfs_fs *fs = req_fs(req);
@@ -28,6 +48,14 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (ret)
 		goto out;
 	ret = fs_lookup_entry(fs, req_inode(req, parent), name, &e);
+	/*
+	 * At the cap, the FORGETs of names just evicted may be on their way:
+	 * a short wait spares the caller an EMFILE. Bounded, because this
+	 * lookup holds the directory against invalidations in it.
+	 */
+	if (ret == -EMFILE && itab_room(fs->itab) == 0 &&
+	    itab_wait_room(fs->itab, LOOKUP_ROOM_WAIT_MS))
+		ret = fs_lookup_entry(fs, req_inode(req, parent), name, &e);
 	req_identity_leave(&id);
 out:
 	if (ret == -ENOENT && fs->negative_timeout > 0) {
@@ -38,7 +66,7 @@ out:
 	} else if (ret) {
 		fuse_reply_err(req, -ret);
 	} else {
-		fuse_reply_entry(req, &e);
+		reply_new_entry(req, req_inode(req, parent), name, &e);
 	}
 }
 
@@ -230,7 +258,7 @@ static void finish_new_entry(fuse_req_t req, fuse_ino_t parent,
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_entry(req, &e);
+		reply_new_entry(req, req_inode(req, parent), name, &e);
 }
 
 enum node_kind { NODE_MKNOD, NODE_MKDIR, NODE_SYMLINK };

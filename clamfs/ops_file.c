@@ -63,6 +63,79 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	gate_open(req, inode, fd, fi, NULL);
 }
 
+static bool is_special(mode_t mode)
+{
+	return S_ISFIFO(mode) || S_ISCHR(mode) || S_ISBLK(mode) ||
+	       S_ISSOCK(mode);
+}
+
+/*
+ * The kernel sends CREATE only for a name it believes absent; when the
+ * backend has a FIFO or device there (made behind the mount's back), a
+ * plain open would block this worker (a FIFO without a peer) or touch a
+ * device. ESTALE instead makes the VFS retry the open once with a fresh
+ * lookup, and the kernel then opens the FIFO or device itself, blocking
+ * the caller as natively. The open is non-blocking for the case that the
+ * name is swapped between the check and the open.
+ */
+static int create_open(int dirfd, const char *name, int flags, mode_t mode)
+{
+	int oflags = (flags & ~(O_NOCTTY | O_DIRECT)) | O_CREAT | O_NOFOLLOW |
+		     O_CLOEXEC;
+	char path[PROC_FD_PATH_MAX];
+	struct stat st;
+	int fd, pfd, ret;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    is_special(st.st_mode))
+		return -ESTALE;
+	fd = openat(dirfd, name, oflags | O_NONBLOCK, mode);
+	if (fd == -1) {
+		ret = -errno;
+		/* ENXIO: a FIFO opened for writing without a reader */
+		if (ret == -ENXIO &&
+		    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    is_special(st.st_mode))
+			return -ESTALE;
+		/*
+		 * EWOULDBLOCK on a regular file is a lease being broken,
+		 * which a blocking open waits for: do so on the very file,
+		 * checked through an O_PATH handle first.
+		 */
+		if (ret != -EWOULDBLOCK || (flags & O_NONBLOCK))
+			return ret;
+		pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd == -1)
+			return -errno;
+		ret = fstat(pfd, &st) == -1 ? -errno : 0;
+		if (ret == 0 && !S_ISREG(st.st_mode))
+			ret = -ESTALE;
+		if (ret) {
+			close(pfd);
+			return ret;
+		}
+		proc_fd_path(path, pfd);
+		fd = open(path, oflags & ~(O_CREAT | O_EXCL | O_NOFOLLOW));
+		ret = fd == -1 ? -errno : 0;
+		close(pfd);
+		return fd == -1 ? ret : fd;
+	}
+	ret = fstat(fd, &st) == -1 ? -errno : 0;
+	if (ret == 0 && is_special(st.st_mode))
+		ret = -ESTALE;
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	if (!(flags & O_NONBLOCK) &&
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == -1) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       mode_t mode, struct fuse_file_info *fi)
 {
@@ -76,21 +149,18 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	fd = openat(inode_fd(req_inode(req, parent)), name,
-		    (fi->flags & ~(O_NOCTTY | O_DIRECT)) | O_CREAT |
-			    O_NOFOLLOW | O_CLOEXEC,
-		    mode);
-	if (fd == -1)
-		ret = -errno;
-	else
-		ret = fs_entry_from_fd(fs, fd, &e);
+	fd = create_open(inode_fd(req_inode(req, parent)), name, fi->flags,
+			 mode);
+	ret = fd < 0 ? fd : fs_entry_from_fd(fs, fd, &e);
 	req_identity_leave(&id);
 	if (ret) {
-		if (fd != -1)
+		if (fd >= 0)
 			close(fd);
 		fuse_reply_err(req, -ret);
 		return;
 	}
+	itab_note_name(fs->itab, req_inode(req, e.ino), req_inode(req, parent),
+		       name);
 	/* an existing non-empty file opened for reading is scanned too */
 	gate_open(req, req_inode(req, e.ino), fd, fi, &e);
 }
@@ -133,7 +203,7 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * (write-back errors of NFS or CIFS backends) and drops the caller's
 	 * POSIX locks, while the fd itself lives on until release.
 	 */
-	int dup_fd = dup(fi_fd(fi));
+	int dup_fd = fcntl(fi_fd(fi), F_DUPFD_CLOEXEC, 0);
 	int err = 0;
 
 	if (dup_fd == -1 || close(dup_fd) == -1)

@@ -262,10 +262,11 @@ def sanitizer_env(m):
 
 def start_clamfs(backend, mnt, opts=(), args=(), foreground=True,
                  allow_other=True, backend_as_option=False, debug=False,
-                 workdir=None, wait=True, timeout=10):
+                 workdir=None, wait=True, timeout=10, preexec_fn=None):
     """Starts clamfs. foreground: `clamfs -f ...` as a child, waits (bounded)
     for the mount to show in mountinfo. Otherwise runs the daemonizing
-    command, which must return 0 with the mount already up."""
+    command, which must return 0 with the mount already up. preexec_fn runs
+    in the child before exec (e.g. to set resource limits)."""
     binary = clamfs_bin()
     workdir = workdir or make_tree_dir("clamfs-w")
     o = (["allow_other"] if allow_other else []) + extra_test_opts() + list(opts)
@@ -287,11 +288,13 @@ def start_clamfs(backend, mnt, opts=(), args=(), foreground=True,
     try:
         if foreground:
             m.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                      stdout=outf, stderr=errf, env=env)
+                                      stdout=outf, stderr=errf, env=env,
+                                      preexec_fn=preexec_fn)
             m.pid = m.proc.pid
         else:
             r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=outf,
-                               stderr=errf, env=env, timeout=timeout * SLOW)
+                               stderr=errf, env=env, timeout=timeout * SLOW,
+                               preexec_fn=preexec_fn)
             m.launcher_rc = r.returncode
             m.up_on_return = bool(fuse_mounts_at(mnt))
             pids = find_daemon_pids(binary, mnt)

@@ -656,7 +656,15 @@ def _scan(path):
     return out
 
 
-def test_readdir_many_entries(fs):
+def _nofile_1024():
+    import resource
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+
+def test_readdir_many_entries(mount_clamfs):
+    # soft = hard = 1024: more entries than the daemon has fds, as for a
+    # service started without LimitNOFILE
+    fs = mount_clamfs(preexec_fn=_nofile_1024)
     b = fs.b("big")
     os.mkdir(b)
     for i in range(5000):
@@ -672,7 +680,12 @@ def test_readdir_many_entries(fs):
     assert sm == sb  # names, d_ino and d_type
     # A second listing (cached dentries) gives the same.
     assert _scan(fs.m("big")) == sb
-    assert sorted(os.listdir(fs.m("big"))) == sorted(os.listdir(b))
+    names = os.listdir(fs.m("big"))
+    assert sorted(names) == sorted(os.listdir(b))
+    # Every entry listed can be looked up, and is what the backend has.
+    for n in names:
+        a, c = os.lstat(J(fs.m("big"), n)), os.lstat(J(b, n))
+        assert (a.st_ino, a.st_mode) == (c.st_ino, c.st_mode), n
 
 
 def test_readdir_entries_added_and_removed_during_listing(fs):

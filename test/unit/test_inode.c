@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -127,6 +128,93 @@ static void test_grows_and_keeps_every_entry(void **state)
 	itab_destroy(t);
 }
 
+/*
+ * Past the cap the table refuses new identities with EMFILE (closing the
+ * fd it was given), still hands out known ones, and takes new ones again
+ * once the kernel forgets some.
+ */
+static void test_cap_refuses_with_emfile_and_recovers(void **state)
+{
+	struct inode_table *t = table_new();
+	struct stat st1 = fake_st(4, 1), st2 = fake_st(4, 2);
+	struct inode *a, *again, *b = NULL;
+	int fd1 = dup(0), fd2 = dup(0), fd3, fd4;
+
+	itab_set_max(t, 2); /* the root and one more */
+	assert_int_equal(itab_room(t), 1);
+	assert_int_equal(itab_insert_ref(t, fd1, &st1, &a), 0);
+	assert_int_equal(itab_room(t), 0);
+	assert_int_equal(itab_insert_ref(t, fd2, &st2, &b), -EMFILE);
+	assert_false(fd_is_open(fd2));
+	assert_null(b);
+	assert_int_equal(itab_count(t), 2);
+	/* a known identity needs no new fd: still served */
+	fd3 = dup(0);
+	assert_int_equal(itab_insert_ref(t, fd3, &st1, &again), 0);
+	assert_ptr_equal(again, a);
+	assert_false(fd_is_open(fd3));
+	itab_forget(t, a, 2);
+	assert_int_equal(itab_room(t), 1);
+	fd4 = dup(0);
+	assert_int_equal(itab_insert_ref(t, fd4, &st2, &b), 0);
+	assert_int_equal(inode_fd(b), fd4);
+	itab_forget(t, b, 1);
+	itab_destroy(t);
+}
+
+/*
+ * Victims come least recently named first, each once, with the parent
+ * they were named in; directories are never offered; a forgotten inode
+ * leaves the list; the table is low with less than half of its cap or
+ * less than 1024 inodes left.
+ */
+static void test_victims_in_lru_order(void **state)
+{
+	struct inode_table *t = table_new();
+	struct inode *root = itab_root(t), *in[4], *dir;
+	struct stat st_dir = fake_st(6, 100);
+	struct itab_victim v[8];
+	char name[16];
+
+	st_dir.st_mode = S_IFDIR;
+	itab_set_max(t, 4096);
+	for (int i = 0; i < 4; i++) {
+		struct stat st = fake_st(6, (ino_t)i + 1);
+
+		assert_int_equal(itab_insert_ref(t, dup(0), &st, &in[i]), 0);
+		snprintf(name, sizeof(name), "f%d", i);
+		itab_note_name(t, in[i], root, name);
+	}
+	assert_int_equal(itab_insert_ref(t, dup(0), &st_dir, &dir), 0);
+	itab_note_name(t, dir, root, "d");
+	assert_false(itab_low(t)); /* 6 of 4096: room 4090 */
+	itab_note_name(t, in[0], root, "f0-again"); /* now most recent */
+	itab_note_name(t, in[1], root, "f1");	    /* revalidated: too */
+	itab_forget(t, in[2], 1);
+	assert_int_equal(itab_pick_victims(t, v, 8), 3);
+	assert_string_equal(v[0].name, "f3");
+	assert_string_equal(v[1].name, "f0-again");
+	assert_string_equal(v[2].name, "f1");
+	assert_int_equal(v[0].parent_dev, inode_dev(root));
+	assert_int_equal(v[0].parent_ino, inode_ino(root));
+	for (int i = 0; i < 3; i++)
+		free(v[i].name);
+	assert_int_equal(itab_pick_victims(t, v, 8), 0);
+	itab_set_max(t, 1029); /* 5 held: room 1024, not below 1024 */
+	assert_int_equal(itab_room(t), 1024);
+	assert_false(itab_low(t));
+	itab_set_max(t, 1028); /* room 1023 */
+	assert_true(itab_low(t));
+	itab_set_max(t, 5); /* full: no room, and none within 10 ms */
+	assert_false(itab_wait_room(t, 10));
+	itab_forget(t, in[0], 1); /* room again */
+	assert_true(itab_wait_room(t, 10));
+	itab_forget(t, in[1], 1);
+	itab_forget(t, in[3], 1);
+	itab_forget(t, dir, 1);
+	itab_destroy(t);
+}
+
 struct race_arg {
 	struct inode_table *t;
 	struct inode *got[200];
@@ -200,6 +288,8 @@ int main(void)
 		cmocka_unit_test(test_lookup_counts),
 		cmocka_unit_test(test_insert_of_known_identity_closes_new_fd),
 		cmocka_unit_test(test_grows_and_keeps_every_entry),
+		cmocka_unit_test(test_cap_refuses_with_emfile_and_recovers),
+		cmocka_unit_test(test_victims_in_lru_order),
 		cmocka_unit_test(test_concurrent_inserts_agree),
 		cmocka_unit_test(test_stamp),
 	};
