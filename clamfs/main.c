@@ -141,6 +141,36 @@ static void log_fdlimit(const struct fdlimit *lim, size_t budget)
 			 (unsigned long long)lim->hard, budget);
 }
 
+static int note_allow_other(void *data, const char *arg, int key,
+			    struct fuse_args *outargs)
+{
+	*(bool *)data = true;
+	return 1; /* keep it for libfuse */
+}
+
+/*
+ * Identity switching needs root: a daemon run by a user serves every
+ * caller of an allow_other mount with that user's own rights.
+ */
+static void warn_shared_without_root(struct fuse_args *args)
+{
+	static const struct fuse_opt spec[] = {
+		FUSE_OPT_KEY("allow_other", 0),
+		FUSE_OPT_END,
+	};
+	bool shared = false;
+
+	if (geteuid() == 0 ||
+	    fuse_opt_parse(args, &shared, spec, note_allow_other) != 0 ||
+	    !shared)
+		return;
+	fprintf(stderr,
+		"clamfs: warning: not running as root: every request through "
+		"this allow_other mount is carried out with uid %u's rights, "
+		"not the caller's\n",
+		(unsigned)geteuid());
+}
+
 static void print_version(void)
 {
 	printf("clamfs version %s\n", CLAMFS_VERSION);
@@ -198,11 +228,18 @@ int main(int argc, char *argv[])
 		goto out_opts;
 	}
 	fs.itab = itab_create(root_fd, &root_st);
-	if (!fs.itab || creds_init() != 0 ||
-	    opts_add_mount_names(&args, backend) != 0) {
+	if (!fs.itab || opts_add_mount_names(&args, backend) != 0) {
 		fprintf(stderr, "clamfs: out of memory\n");
 		goto out_fs;
 	}
+	ret = creds_init();
+	if (ret) {
+		fprintf(stderr, "clamfs: cannot set up identity switching: %s\n",
+			strerror(-ret));
+		ret = 1;
+		goto out_fs;
+	}
+	warn_shared_without_root(&args);
 	itab_set_max(fs.itab, inode_budget);
 	fs.attr_timeout = opts.attr_timeout;
 	/*

@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from fsutil import GID_A, GID_SHARED, PYTHON, SLOW, UID_A, run_as
+from fsutil import (GID_A, GID_SHARED, PYTHON, SLOW, UID_A, run_as,
+                    setpriv_prefix)
 from mount_fixture import clamfs_bin, fuse_mounts_at
 from scanutil import SlowClamd, mount_scan
 
@@ -172,3 +173,21 @@ def test_clamd_gets_a_read_only_descriptor(mount_clamfs, flags):
         os.close(fd)
         got = [fl & os.O_ACCMODE for fl in fake.fake.fildes_flags]
         assert got == [os.O_RDONLY], got
+
+
+def test_non_root_shared_mount_warns(mount_clamfs):
+    # run by a user, clamfs cannot act as each caller: it says so (whether
+    # or not the mount then succeeds; here /dev/fuse refuses the user)
+    base = mount_clamfs.tempdir("clamfs-nr")
+    b, mnt = os.path.join(base, "b"), os.path.join(base, "m")
+    for d in (b, mnt):
+        os.mkdir(d)
+        os.chown(d, UID_A, GID_A)
+    r = subprocess.run(setpriv_prefix(UID_A, GID_A) + [
+        clamfs_bin(), "-f", b, mnt, "-o",
+        "allow_other,clamd=" + os.path.join(base, "none.sock")],
+        capture_output=True, text=True, timeout=20 * SLOW)
+    subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
+    assert f"not running as root: every request through this " \
+           f"allow_other mount is carried out with uid {UID_A}'s rights" \
+        in r.stderr, r.stderr
