@@ -234,7 +234,8 @@ int main(int argc, char *argv[])
 	}
 	ret = creds_init();
 	if (ret) {
-		fprintf(stderr, "clamfs: cannot set up identity switching: %s\n",
+		fprintf(stderr,
+			"clamfs: cannot set up identity switching: %s\n",
 			strerror(-ret));
 		ret = 1;
 		goto out_fs;

@@ -193,14 +193,15 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 	case INFECTED_DENY:
 		break;
 	case INFECTED_QUARANTINE:
-		ret = rel ? action_quarantine(inode_fd(itab_root(fs->itab)), rel,
-					      p->stamp.st.st_dev, p->stamp.st.st_ino,
+		ret = rel ? action_quarantine(inode_fd(itab_root(fs->itab)),
+					      rel, p->stamp.st.st_dev,
+					      p->stamp.st.st_ino,
 					      fs->quarantine_fd, dest,
 					      sizeof(dest), &p->removed_from)
 			  : -ENOENT;
 		if (ret == 0) {
 			note_removed(p, rel);
-			/* the name is the uploader's: quoted, like every name */
+			/* the uploader chose the name: quoted like any */
 			detect_quote(qdest, sizeof(qdest), dest);
 			snprintf(outcome, sizeof(outcome), "quarantined_as=%s",
 				 qdest);
@@ -210,12 +211,13 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "quarantine_failed=\"%s\"", strerror(-ret));
 		}
 		det.outcome = outcome;
-		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev, p->stamp.st.st_ino);
+		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev,
+				  p->stamp.st.st_ino);
 		break;
 	case INFECTED_DELETE:
 		ret = rel ? action_delete(inode_fd(itab_root(fs->itab)), rel,
-					  p->stamp.st.st_dev, p->stamp.st.st_ino,
-					  &p->removed_from)
+					  p->stamp.st.st_dev,
+					  p->stamp.st.st_ino, &p->removed_from)
 			  : -ENOENT;
 		if (ret == 0) {
 			note_removed(p, rel);
@@ -226,7 +228,8 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "delete_failed=\"%s\"", strerror(-ret));
 			det.outcome = outcome;
 		}
-		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev, p->stamp.st.st_ino);
+		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev,
+				  p->stamp.st.st_ino);
 		break;
 	}
 	detect_report(fs_detect(fs), &det);

@@ -277,8 +277,7 @@ static bool names_file(struct clamfs_fs *fs, const char *rel,
 	return same;
 }
 
-const char *fs_fd_only_name(struct clamfs_fs *fs, int fd, char *buf,
-			    size_t len)
+const char *fs_fd_only_name(struct clamfs_fs *fs, int fd, char *buf, size_t len)
 {
 	const char *rel = fs_fd_path(fs, fd, false, buf, len);
 	struct stat st;

@@ -611,8 +611,7 @@ static int reap(struct scanq *q)
 			fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
 			     "deadline passed while queued for a scanner");
 			o.expired_queued = true;
-		}
-		else
+		} else
 			fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
 		finish(job, &o);
 	}
