@@ -191,7 +191,7 @@ int main(int argc, char *argv[])
 	char *backend = NULL, *mnt = NULL;
 	char err[512];
 	struct stat root_st;
-	int root_fd, ret = 1;
+	int root_fd, creds_err, ret = 1;
 
 	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
 		return cli_stats(argc - 2, argv + 2, stdout);
@@ -232,12 +232,12 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "clamfs: out of memory\n");
 		goto out_fs;
 	}
-	ret = creds_init();
-	if (ret) {
+	/* ret stays 1 (failure) until the mount has run */
+	creds_err = creds_init();
+	if (creds_err) {
 		fprintf(stderr,
 			"clamfs: cannot set up identity switching: %s\n",
-			strerror(-ret));
-		ret = 1;
+			strerror(-creds_err));
 		goto out_fs;
 	}
 	warn_shared_without_root(&args);
