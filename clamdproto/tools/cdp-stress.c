@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,10 @@ struct shared {
 	struct cdp_pool *pool;
 	struct cdp_cancel *cancel;
 	pthread_mutex_t lock;
+	/* workers start together: else, where starting a thread is slower
+	 * than a scan, early threads finish before late ones compete */
+	pthread_cond_t go_cond;
+	bool go;
 	unsigned long n[3];
 	unsigned long cats[CDP_ERR_LOCAL + 1];
 	int64_t max_ms;
@@ -93,6 +98,10 @@ static void *worker(void *arg)
 
 	if (!res)
 		return NULL;
+	pthread_mutex_lock(&sh->lock);
+	while (!sh->go)
+		pthread_cond_wait(&sh->go_cond, &sh->lock);
+	pthread_mutex_unlock(&sh->lock);
 	for (i = 0; i < sh->o->iterations; i++) {
 		int64_t t0 = now_ms(), dt;
 
@@ -239,6 +248,7 @@ int main(int argc, char **argv)
 	memset(&sh, 0, sizeof(sh));
 	sh.o = &o;
 	pthread_mutex_init(&sh.lock, NULL);
+	pthread_cond_init(&sh.go_cond, NULL);
 	rc = cdp_pool_new(&cfg, &sh.pool);
 	if (rc) {
 		fprintf(stderr, "cdp_pool_new: %s\n", strerror(-rc));
@@ -254,6 +264,10 @@ int main(int argc, char **argv)
 			break;
 		started++;
 	}
+	pthread_mutex_lock(&sh.lock);
+	sh.go = true;
+	pthread_cond_broadcast(&sh.go_cond);
+	pthread_mutex_unlock(&sh.lock);
 	if (sh.cancel) {
 		usleep((useconds_t)o.cancel_after_ms * 1000);
 		cdp_cancel_trigger(sh.cancel);
@@ -285,6 +299,7 @@ int main(int argc, char **argv)
 	cdp_cancel_free(sh.cancel);
 	cdp_pool_free(sh.pool);
 	free(o.data);
+	pthread_cond_destroy(&sh.go_cond);
 	pthread_mutex_destroy(&sh.lock);
 	return started == o.threads ? 0 : 2;
 }
