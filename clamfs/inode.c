@@ -448,7 +448,8 @@ static bool ts_equal(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
 }
 
-bool inode_stamp_unchanged(struct inode *inode, const struct stat *st)
+bool inode_stamp_unchanged(struct inode *inode, const struct stat *st,
+			   bool trusted)
 {
 	bool same;
 
@@ -456,19 +457,12 @@ bool inode_stamp_unchanged(struct inode *inode, const struct stat *st)
 	same = inode->stamp_valid && inode->stamp_size == st->st_size &&
 	       ts_equal(&inode->stamp_mtime, &st->st_mtim) &&
 	       ts_equal(&inode->stamp_ctime, &st->st_ctim);
-	inode->stamp_valid = true;
+	inode->stamp_valid = trusted;
 	inode->stamp_size = st->st_size;
 	inode->stamp_mtime = st->st_mtim;
 	inode->stamp_ctime = st->st_ctim;
 	pthread_mutex_unlock(&inode->stamp_lock);
 	return same;
-}
-
-void inode_stamp_forget(struct inode *inode)
-{
-	pthread_mutex_lock(&inode->stamp_lock);
-	inode->stamp_valid = false;
-	pthread_mutex_unlock(&inode->stamp_lock);
 }
 
 int inode_writers_add(struct inode *inode, int delta)

@@ -112,15 +112,12 @@ mode_t inode_type(const struct inode *inode);
 /*
  * Records st's size, mtime and ctime as the file's content stamp and says
  * whether they equal the stamp recorded by the previous call: only then
- * may the kernel keep the pages it cached from that earlier open.
+ * may the kernel keep the pages it cached from that earlier open. A stamp
+ * recorded with trusted false (too young to prove the content, see
+ * vcache_stamp_settled) never matches: the next call says false.
  */
-bool inode_stamp_unchanged(struct inode *inode, const struct stat *st);
-
-/*
- * Drops the recorded stamp: the next inode_stamp_unchanged says false. For
- * a stamp too young to prove the content (vcache_stamp_settled).
- */
-void inode_stamp_forget(struct inode *inode);
+bool inode_stamp_unchanged(struct inode *inode, const struct stat *st,
+			   bool trusted);
 
 /*
  * Writers through the mount: while any is open, no cached verdict is

@@ -109,12 +109,13 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 	 * Pages cached by an earlier open are kept only if nothing changed,
 	 * and never while a writer is open: its shared mapping may hold
 	 * dirty pages that no scan has seen. A stamp too young to vouch for
-	 * the content is not recorded, so the next open drops the pages.
+	 * the content is recorded as untrusted, so the next open drops the
+	 * pages.
 	 */
-	fi->keep_cache = st && inode_stamp_unchanged(inode, &st->st) &&
+	fi->keep_cache = st &&
+			 inode_stamp_unchanged(inode, &st->st,
+					       stamp_settled(fs, st)) &&
 			 inode_writers(inode) == 0;
-	if (st && !stamp_settled(fs, st))
-		inode_stamp_forget(inode);
 	/* nothing to flush on close for a reader; spares a round trip */
 	fi->noflush = !writer;
 	fi->fh = (uint64_t)fd;
