@@ -22,6 +22,7 @@ static const struct {
 	{"options", "fuse"},
 	{"threads", "fuse"},
 	{"clone_fd", "fuse"},
+	{"passthrough", "fuse"},
 	{"attr_timeout", "fuse"},
 	{"entry_timeout", "fuse"},
 	{"negative_timeout", "fuse"},

@@ -29,6 +29,8 @@ struct clamfs_fs {
 	double entry_timeout;
 	double negative_timeout;
 	bool default_permissions;
+	bool passthrough_wanted; /* passthrough=auto */
+	bool passthrough;	 /* negotiated at INIT (passthrough.h) */
 
 	/* the scan gate (open.c) */
 	const char *backend_path; /* realpath, for mount-relative names */

@@ -31,6 +31,10 @@ struct inode {
 	atomic_int writers;
 	atomic_uint_fast64_t write_seq;
 
+	pthread_mutex_t io_lock; /* held across attach: one decides */
+	unsigned int io_opens;
+	int io_backing_id;
+
 	pthread_mutex_t stamp_lock;
 	bool stamp_valid;
 	off_t stamp_size;
@@ -74,6 +78,7 @@ static struct inode *inode_new(int fd, const struct stat *st)
 	inode->dev = st->st_dev;
 	inode->ino = st->st_ino;
 	pthread_mutex_init(&inode->stamp_lock, NULL);
+	pthread_mutex_init(&inode->io_lock, NULL);
 	return inode;
 }
 
@@ -82,6 +87,7 @@ static void inode_free(struct inode *inode)
 	free(inode->name);
 	close(inode->fd);
 	pthread_mutex_destroy(&inode->stamp_lock);
+	pthread_mutex_destroy(&inode->io_lock);
 	free(inode);
 }
 
@@ -483,4 +489,30 @@ void inode_note_write(struct inode *inode)
 uint64_t inode_write_seq(const struct inode *inode)
 {
 	return atomic_load(&((struct inode *)inode)->write_seq);
+}
+
+int inode_io_join(struct inode *inode, int (*attach)(void *arg), void *arg)
+{
+	int id;
+
+	pthread_mutex_lock(&inode->io_lock);
+	if (inode->io_opens == 0)
+		inode->io_backing_id = attach(arg);
+	inode->io_opens++;
+	id = inode->io_backing_id;
+	pthread_mutex_unlock(&inode->io_lock);
+	return id;
+}
+
+int inode_io_leave(struct inode *inode)
+{
+	int id = 0;
+
+	pthread_mutex_lock(&inode->io_lock);
+	if (inode->io_opens > 0 && --inode->io_opens == 0) {
+		id = inode->io_backing_id;
+		inode->io_backing_id = 0;
+	}
+	pthread_mutex_unlock(&inode->io_lock);
+	return id;
 }

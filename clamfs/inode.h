@@ -134,4 +134,20 @@ int inode_writers(const struct inode *inode);
 void inode_note_write(struct inode *inode);
 uint64_t inode_write_seq(const struct inode *inode);
 
+/*
+ * The I/O mode shared by the open regular files of the inode: the kernel
+ * lets them all use one backing file (passthrough) or none. inode_io_join
+ * counts an open; the first one calls attach(arg), which returns a
+ * backing id (> 0) or 0 for I/O through the daemon, and that choice holds
+ * for every open until the last has left. Returns the backing id in use
+ * by the open, 0 for none.
+ */
+int inode_io_join(struct inode *inode, int (*attach)(void *arg), void *arg);
+
+/*
+ * An open has left: returns the backing id to close when it was the last
+ * open and they used one, otherwise 0.
+ */
+int inode_io_leave(struct inode *inode);
+
 #endif

@@ -251,6 +251,7 @@ int main(int argc, char *argv[])
 	fs.entry_timeout = opts.default_permissions ? opts.entry_timeout : 0;
 	fs.negative_timeout = opts.negative_timeout;
 	fs.default_permissions = opts.default_permissions;
+	fs.passthrough_wanted = opts.passthrough;
 	clock_gettime(CLOCK_MONOTONIC, &fs.started);
 	fs.backend_path = backend;
 	fs.backend_len = strlen(backend);

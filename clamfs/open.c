@@ -19,6 +19,7 @@
 #include "action.h"
 #include "creds.h"
 #include "log.h"
+#include "passthrough.h"
 
 /*
  * A file's stat and the wall-clock time read just before it: whether the
@@ -102,7 +103,9 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 			  struct fuse_file_info *fi, const struct stamp *st,
 			  const struct fuse_entry_param *created)
 {
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	bool writer = may_write(fi->flags);
+	bool regular = inode_type(inode) == S_IFREG;
 	int ret;
 
 	/*
@@ -119,12 +122,23 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 	/* nothing to flush on close for a reader; spares a round trip */
 	fi->noflush = !writer;
 	fi->fh = (uint64_t)fd;
-	if (writer)
+	if (writer) {
 		inode_writers_add(inode, 1);
+		/*
+		 * With passthrough its writes never reach the daemon: a scan
+		 * running now must not be cached, even if this writer is
+		 * gone by the time the scan ends.
+		 */
+		inode_note_write(inode);
+	}
+	if (regular)
+		passthrough_open(fs, req, inode, fd, fi, ctx->uid, ctx->gid);
 	ret = created ? fuse_reply_create(req, created, fi)
 		      : fuse_reply_open(req, fi);
 	/* an interrupted open gets no release: undo what it holds */
 	if (ret != 0) {
+		if (regular)
+			passthrough_release(fs, inode);
 		if (writer)
 			inode_writers_add(inode, -1);
 		close(fd);
@@ -645,6 +659,15 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
 	struct stamp st;
 	int rfd;
 
+	if (inode_type(inode) == S_IFREG)
+		passthrough_release(fs, inode);
+	/*
+	 * What a writer wrote may never have passed the daemon
+	 * (passthrough, shared mappings): no verdict taken while it was open
+	 * outlives it, and no scan that overlapped it is cached.
+	 */
+	if (may_write(flags))
+		gate_note_write(fs, inode);
 	if (!may_write(flags) || inode_writers_add(inode, -1) != 0 ||
 	    !fs_scan_on_close(fs) || inode_type(inode) != S_IFREG)
 		goto out;

@@ -8,6 +8,7 @@
 #include <sys/statvfs.h>
 
 #include "ops.h"
+#include "passthrough.h"
 
 void op_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -42,6 +43,7 @@ void op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	conn->want &= ~FUSE_CAP_SPLICE_READ;
 	conn->time_gran = 1;
+	passthrough_negotiate(fs, conn);
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t ino)

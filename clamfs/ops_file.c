@@ -173,6 +173,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	buf.buf[0].fd = fi_fd(fi);
 	buf.buf[0].pos = off;
+	stats_inc(&req_fs(req)->stats, STAT_READS);
 	fuse_reply_data(req, &buf, 0);
 }
 
@@ -186,6 +187,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = fi_fd(fi);
 	out.buf[0].pos = off;
+	stats_inc(&req_fs(req)->stats, STAT_WRITES);
 	gate_note_write(req_fs(req), req_inode(req, ino));
 	switched = req_writer_enter(req, fi_fd(fi));
 	n = fuse_buf_copy(&out, in_buf, 0);

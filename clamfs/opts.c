@@ -24,6 +24,7 @@ enum opt_key {
 	KEY_BACKEND,
 	KEY_THREADS,
 	KEY_CLONE_FD,
+	KEY_PASSTHROUGH,
 	KEY_ATTR_TIMEOUT,
 	KEY_ENTRY_TIMEOUT,
 	KEY_NEGATIVE_TIMEOUT,
@@ -72,6 +73,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("max_threads=", KEY_THREADS),
 	FUSE_OPT_KEY("clone_fd", KEY_CLONE_FD),
 	FUSE_OPT_KEY("clone_fd=", KEY_CLONE_FD),
+	FUSE_OPT_KEY("passthrough=", KEY_PASSTHROUGH),
 	FUSE_OPT_KEY("attr_timeout=", KEY_ATTR_TIMEOUT),
 	FUSE_OPT_KEY("entry_timeout=", KEY_ENTRY_TIMEOUT),
 	FUSE_OPT_KEY("negative_timeout=", KEY_NEGATIVE_TIMEOUT),
@@ -431,6 +433,15 @@ static int opt_proc(void *data, const char *arg, int key,
 		return parse_threads(ctx, arg);
 	case KEY_CLONE_FD:
 		return parse_flag(ctx, arg, &opts->clone_fd);
+	case KEY_PASSTHROUGH: {
+		static const char *const modes[] = {"off", "auto", NULL};
+		int choice;
+
+		if (parse_choice(ctx, arg, modes, "auto or off", &choice))
+			return -1;
+		opts->passthrough = choice == 1;
+		return 0;
+	}
 	case KEY_ATTR_TIMEOUT:
 		return parse_timeout(ctx, arg, &opts->attr_timeout);
 	case KEY_ENTRY_TIMEOUT:
@@ -459,6 +470,7 @@ static void opts_set_defaults(struct clamfs_opts *opts)
 	memset(opts, 0, sizeof(*opts));
 	opts->threads = OPTS_DEFAULT_THREADS;
 	opts->default_permissions = true;
+	opts->passthrough = true;
 	/*
 	 * The backend may also change behind the mount (Samba, NFS, local
 	 * users): a second of attribute caching bounds how long a stale size
@@ -747,6 +759,8 @@ void opts_print_help(FILE *out, const char *progname)
 		"    -o backend=DIR          directory to mirror\n"
 		"    -o threads=N            max FUSE worker threads (%d)\n"
 		"    -o clone_fd             one /dev/fuse fd per worker thread\n"
+		"    -o passthrough=auto|off kernel passthrough of allowed opens,\n"
+		"                            where kernel and libfuse have it (auto)\n"
 		"    -o attr_timeout=SEC     attribute cache time (1)\n"
 		"    -o entry_timeout=SEC    name lookup cache time (1)\n"
 		"    -o negative_timeout=SEC cache time of failed lookups (0)\n"

@@ -29,6 +29,7 @@ struct clamfs_opts {
 	bool check; /* --check: validate, ask clamd, do not mount */
 	bool clone_fd;
 	bool default_permissions; /* on unless no_default_permissions */
+	bool passthrough;	  /* passthrough=auto (default) or off */
 	unsigned int threads;     /* cap on FUSE worker threads */
 	double attr_timeout;
 	double entry_timeout;

@@ -600,6 +600,7 @@ static void note_remount_only(const struct clamfs_opts *o,
 	REMOUNT_IF(str_differs(o->mount_options, n->mount_options), "options");
 	REMOUNT_IF(o->threads != n->threads, "threads");
 	REMOUNT_IF(o->clone_fd != n->clone_fd, "clone_fd");
+	REMOUNT_IF(o->passthrough != n->passthrough, "passthrough");
 	REMOUNT_IF(o->attr_timeout != n->attr_timeout, "attr_timeout");
 	REMOUNT_IF(o->entry_timeout != n->entry_timeout, "entry_timeout");
 	REMOUNT_IF(o->negative_timeout != n->negative_timeout,

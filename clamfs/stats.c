@@ -26,6 +26,10 @@ static const char *const names[STAT_COUNT] = {
 	[STAT_HOOK_RUNS] = "hook_runs",
 	[STAT_HOOK_SUPPRESSED] = "hook_suppressed",
 	[STAT_CACHE_CLEARS] = "cache_clears",
+	[STAT_PASSTHROUGH_OPENS] = "opens_passthrough",
+	[STAT_PASSTHROUGH_FAILED] = "passthrough_failed",
+	[STAT_READS] = "daemon_reads",
+	[STAT_WRITES] = "daemon_writes",
 };
 
 const char *stats_name(enum stat_counter c)
@@ -38,6 +42,11 @@ void stats_error(struct stats *s, enum cdp_errcat cat)
 	if ((unsigned)cat <= CDP_ERR_LOCAL)
 		atomic_fetch_add_explicit(&s->errors[cat], 1,
 					  memory_order_relaxed);
+}
+
+void stats_set_passthrough(struct stats *s, const char *state)
+{
+	atomic_store(&s->passthrough, state);
 }
 
 /* snprintf that keeps counting past the end of buf. */
@@ -65,6 +74,9 @@ size_t stats_render(struct stats *s, const char *extra, char *buf,
 		used = put(buf, len, used, "errors_%s=%llu\n",
 			   cdp_errcat_name(cat),
 			   (unsigned long long)atomic_load(&s->errors[cat]));
+	used = put(buf, len, used, "passthrough=%s\n",
+		   atomic_load(&s->passthrough) ? atomic_load(&s->passthrough)
+						: "off");
 	if (extra)
 		used = put(buf, len, used, "%s", extra);
 	return used;

@@ -31,12 +31,17 @@ enum stat_counter {
 	STAT_HOOK_RUNS,
 	STAT_HOOK_SUPPRESSED,
 	STAT_CACHE_CLEARS,
+	STAT_PASSTHROUGH_OPENS,	 /* opens the kernel serves itself */
+	STAT_PASSTHROUGH_FAILED, /* passthrough refused: daemon I/O */
+	STAT_READS,		 /* READ requests the daemon served */
+	STAT_WRITES,		 /* WRITE requests the daemon served */
 	STAT_COUNT
 };
 
 struct stats {
 	atomic_uint_fast64_t c[STAT_COUNT];
 	atomic_uint_fast64_t errors[CDP_ERR_LOCAL + 1]; /* by category */
+	const char *_Atomic passthrough; /* "on", or "off (why)" */
 };
 
 static inline void stats_inc(struct stats *s, enum stat_counter c)
@@ -52,6 +57,9 @@ static inline uint64_t stats_get(struct stats *s, enum stat_counter c)
 void stats_error(struct stats *s, enum cdp_errcat cat);
 
 const char *stats_name(enum stat_counter c);
+
+/* Whether opens use kernel passthrough; state must be a static string. */
+void stats_set_passthrough(struct stats *s, const char *state);
 
 /*
  * Renders every counter as "name=value\n" lines into buf, including the
