@@ -48,6 +48,21 @@ void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn)
 			conn->want |= FUSE_CAP_PASSTHROUGH;
 			fs->passthrough = true;
 		}
+#ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
+		/*
+		 * Otherwise the kernel asks the daemon for security.capability
+		 * before every write(), passthrough or not (measured: 100 per
+		 * 100 writes; 1 with this). Set-id bits and capabilities are
+		 * then cleared by the backend itself: passthrough writes carry
+		 * credentials without CAP_FSETID (attach_as_backing), and the
+		 * daemon writes, truncates, chowns and opens with O_TRUNC as
+		 * the caller. Not without passthrough: a root caller lacking
+		 * CAP_FSETID would keep set-id bits on a daemon write.
+		 */
+		if (fs->passthrough)
+			conn->want |= FUSE_CAP_HANDLE_KILLPRIV_V2 &
+				      conn->capable;
+#endif
 #endif
 		state = fs->passthrough ? "on"
 					: "off (the kernel does not offer it)";

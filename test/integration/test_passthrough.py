@@ -281,13 +281,18 @@ def test_write_clears_setuid(mount_clamfs, clamd, mode):
     m = mount_scan(mount_clamfs, clamd, f"passthrough={mode}")
     put(m.b("suid"), b"#!/bin/sh\n", 0o4777)
     os.chmod(m.b("suid"), 0o4777)
-    run_as(UID_B, GID_B, [], """
+    # the mount has the mode cached (attr_timeout): it must not go stale
+    assert os.stat(m.m("suid")).st_mode & stat.S_ISUID
+    mode_seen = run_as(UID_B, GID_B, [], """
 fd = os.open(P("suid"), os.O_WRONLY | os.O_APPEND)
 os.write(fd, b"echo changed\\n")
 os.close(fd)
-emit(0)
+emit(os.stat(P("suid")).st_mode)
 """, m.mnt)
     assert not os.stat(m.b("suid")).st_mode & stat.S_ISUID
+    # what exec would judge by, right after the write
+    assert not mode_seen & stat.S_ISUID, oct(mode_seen)
+    assert not os.stat(m.m("suid")).st_mode & stat.S_ISUID
 
 
 def test_stacked_backend_falls_back(mount_clamfs, clamd):
@@ -319,3 +324,20 @@ def test_stacked_backend_falls_back(mount_clamfs, clamd):
         m.unmount()
     finally:
         subprocess.run(["umount", ovl])
+
+
+@needs_passthrough
+def test_root_without_fsetid_clears_setuid(mount_clamfs, clamd):
+    """With passthrough the mount lets the backend clear set-id bits
+    (HANDLE_KILLPRIV_V2, no security.capability query per write): a root
+    writer without CAP_FSETID must still clear them, as natively."""
+    m = mount_scan(mount_clamfs, clamd)
+    put(m.b("suid"), b"#!/bin/sh\n", 0o4755)
+    os.chmod(m.b("suid"), 0o4755)
+    r = subprocess.run(
+        ["setpriv", "--inh-caps=-fsetid", "--bounding-set=-fsetid", "--",
+         "sh", "-c", f"printf 'echo x\\n' >> '{m.m('suid')}'"],
+        capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert not os.stat(m.b("suid")).st_mode & stat.S_ISUID
+    assert not os.stat(m.m("suid")).st_mode & stat.S_ISUID
