@@ -60,8 +60,8 @@ void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn)
 		 * CAP_FSETID would keep set-id bits on a daemon write.
 		 */
 		if (fs->passthrough)
-			conn->want |= FUSE_CAP_HANDLE_KILLPRIV_V2 &
-				      conn->capable;
+			conn->want |=
+				FUSE_CAP_HANDLE_KILLPRIV_V2 & conn->capable;
 #endif
 #endif
 		state = fs->passthrough ? "on"
