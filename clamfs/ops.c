@@ -33,8 +33,9 @@ void op_init(void *userdata, struct fuse_conn_info *conn)
 	/*
 	 * Writeback caching would keep written data in the kernel, unseen by
 	 * the backend and a scanner, while another open reads the stale
-	 * backend copy. KILLPRIV stays with the kernel, which clears setuid
-	 * bits on write with the writer's rights, not the daemon's.
+	 * backend copy. KILLPRIV (v1) stays with the kernel, which clears
+	 * setuid bits on write with the writer's rights, not the daemon's;
+	 * v2 only where passthrough makes the backend do it (passthrough.c).
 	 */
 	conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV);
 	/*
