@@ -103,7 +103,6 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 			  struct fuse_file_info *fi, const struct stamp *st,
 			  const struct fuse_entry_param *created)
 {
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	bool writer = may_write(fi->flags);
 	bool regular = inode_type(inode) == S_IFREG;
 	int ret;
@@ -132,7 +131,7 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 		inode_note_write(inode);
 	}
 	if (regular)
-		passthrough_open(fs, req, inode, fd, fi, ctx->uid, ctx->gid);
+		passthrough_open(fs, req, inode, fd, fi);
 	ret = created ? fuse_reply_create(req, created, fi)
 		      : fuse_reply_open(req, fi);
 	/* an interrupted open gets no release: undo what it holds */
@@ -290,14 +289,16 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 
 	/*
 	 * Not cached: errors; scans while a writer is open or after a write
-	 * through the mount; SCAN by path, where a directory swapped during
+	 * through the mount (or, with passthrough, while anyone may write the
+	 * backend file unseen); SCAN by path, where a directory swapped during
 	 * the scan can show clamd another file than ours; a stamp too young
 	 * to tell a same-tick rewrite from the content scanned.
 	 */
 	if (o->res.verdict == CDP_ERROR || inode_writers(p->inode) != 0 ||
 	    inode_write_seq(p->inode) != o->tag ||
 	    scanq_mode(p->fs->scanq) == SCAN_MODE_PATH ||
-	    !stamp_settled(p->fs, &p->stamp))
+	    !stamp_settled(p->fs, &p->stamp) ||
+	    !passthrough_no_writer_left(p->inode, p->fd))
 		return;
 	vcache_file_from_stat(&f, &p->stamp.st);
 	vcache_insert(vc, &f,

@@ -8,9 +8,14 @@
 #include "passthrough.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,7 +24,6 @@
 
 #ifdef FUSE_CAP_PASSTHROUGH
 #define CLAMFS_HAVE_PASSTHROUGH 1
-#include <linux/capability.h>
 #include <linux/fuse.h>
 #include <sys/ioctl.h>
 #endif
@@ -33,6 +37,37 @@ bool passthrough_compiled(void)
 #endif
 }
 
+/* Registering a backing file needs CAP_SYS_ADMIN (the daemon as root). */
+static bool may_register(void)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+	return syscall(SYS_capget, &hdr, data) == 0 &&
+	       (data[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective &
+		CAP_TO_MASK(CAP_SYS_ADMIN));
+}
+
+/* A backing file on overlayfs is one stacking level too deep. */
+static bool backend_stacked(struct clamfs_fs *fs)
+{
+	struct statfs sf;
+
+	return fstatfs(inode_fd(itab_root(fs->itab)), &sf) == 0 &&
+	       sf.f_type == OVERLAYFS_SUPER_MAGIC;
+}
+
+/*
+ * Taking a lease makes the daemon the file's owner for SIGIO, whose
+ * default action would end it when a writer breaks the lease.
+ */
+static void lease_broken(int sig)
+{
+	(void)sig;
+}
+
 void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn)
 {
 	const char *state;
@@ -42,6 +77,10 @@ void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn)
 		state = "off (passthrough=off)";
 	} else if (!passthrough_compiled()) {
 		state = "off (built with libfuse < 3.17)";
+	} else if (!may_register()) {
+		state = "off (no CAP_SYS_ADMIN: not run as root)";
+	} else if (backend_stacked(fs)) {
+		state = "off (the backend is on overlayfs)";
 	} else {
 #ifdef CLAMFS_HAVE_PASSTHROUGH
 		if (conn->capable & FUSE_CAP_PASSTHROUGH) {
@@ -68,6 +107,11 @@ void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn)
 					: "off (the kernel does not offer it)";
 	}
 	(void)conn;
+	if (fs->passthrough)
+		sigaction(SIGIO,
+			  &(struct sigaction){.sa_handler = lease_broken,
+					      .sa_flags = SA_RESTART},
+			  NULL);
 	stats_set_passthrough(&fs->stats, state);
 	log_info("passthrough %s", state);
 }
@@ -77,9 +121,10 @@ struct attach_ctx {
 	struct clamfs_fs *fs;
 	fuse_req_t req;
 	int fd;
-	uid_t uid;
-	gid_t gid;
 };
+
+/* The kernel's overflowuid/gid: nobody's, and never the root reserve's. */
+#define OVERFLOW_ID 65534
 
 static int caps_get(struct __user_cap_data_struct data[2])
 {
@@ -115,9 +160,10 @@ static void cap_put(struct __user_cap_data_struct data[2], int cap, bool on)
  * credentials of the thread that registers it, so they are chosen here:
  * - no CAP_FSETID: a write clears setuid and setgid bits (and file
  *   capabilities) as it does natively for anyone but root;
- * - the fsuid of the file's owner (of the opener for root's files), never
- *   root's unless both are root: ext4 grants its reserved blocks to fsuid
- *   0, and a user must not fill them through the mount;
+ * - the fsuid of the file's owner, or the overflow uid for root's files,
+ *   never root's: ext4 grants its reserved blocks to fsuid 0, and a user
+ *   must not fill them through the mount (whoever opened first, all later
+ *   opens of the inode share these credentials);
  * - DAC override kept: the opener's rights were checked when it opened,
  *   and each later open of the inode reopens the backing file with these
  *   credentials, whoever the opener is.
@@ -134,13 +180,12 @@ static int attach_as_backing(void *arg)
 
 	if (fstat(c->fd, &st) == -1)
 		return 0;
-	who.uid = st.st_uid ? st.st_uid : c->uid;
-	who.gid = st.st_uid ? st.st_gid : c->gid;
-	if (creds_need_switch(who.uid, who.gid)) {
-		if (creds_assume(&who) != 0)
-			return 0;
-		switched = true;
-	}
+	who.uid = st.st_uid ? st.st_uid : OVERFLOW_ID;
+	who.gid = st.st_uid ? st.st_gid : OVERFLOW_ID;
+	/* always a switch: creds_restore then raises every fs cap again */
+	if (!creds_need_switch(who.uid, who.gid) || creds_assume(&who) != 0)
+		return 0;
+	switched = true;
 	if (caps_get(saved) != 0)
 		goto out;
 	memcpy(caps, saved, sizeof(caps));
@@ -161,8 +206,7 @@ out:
 		stats_inc(&c->fs->stats, STAT_PASSTHROUGH_FAILED);
 		if (log_limit_pass(&limit, &held_back))
 			log_warn("passthrough refused by the kernel for an "
-				 "open (backend on a stacked filesystem?): "
-				 "its I/O goes through the daemon "
+				 "open: its I/O goes through the daemon "
 				 "suppressed_before=%lu",
 				 held_back);
 		return 0;
@@ -192,22 +236,24 @@ static int attach_none(void *arg)
 }
 
 void passthrough_open(struct clamfs_fs *fs, fuse_req_t req, struct inode *inode,
-		      int fd, struct fuse_file_info *fi, uid_t uid, gid_t gid)
+		      int fd, struct fuse_file_info *fi)
 {
 #ifdef CLAMFS_HAVE_PASSTHROUGH
-	struct attach_ctx c = {fs, req, fd, uid, gid};
+	struct attach_ctx c = {fs, req, fd};
 	int id;
 
 	id = inode_io_join(
 		inode, fs->passthrough ? attach_as_backing : attach_none, &c);
 	fi->backing_id = id;
+	if (id > 0 && (fi->flags & O_ACCMODE) == O_RDWR)
+		inode_io_mark_rw(inode);
 	if (id > 0) {
 		/* the kernel refuses page cache flags with passthrough */
 		fi->keep_cache = 0;
 		stats_inc(&fs->stats, STAT_PASSTHROUGH_OPENS);
 	}
 #else
-	(void)req, (void)fd, (void)fi, (void)uid, (void)gid;
+	(void)req, (void)fd, (void)fi;
 	inode_io_join(inode, attach_none, NULL);
 #endif
 }
@@ -222,4 +268,40 @@ void passthrough_release(struct clamfs_fs *fs, struct inode *inode)
 #else
 	(void)fs, (void)id;
 #endif
+}
+
+/*
+ * With passthrough a shared writable mapping outlives its open: the
+ * kernel maps the backend file itself, and the release reaches the daemon
+ * at close while stores may go on, into dirty pages, without moving the
+ * file's timestamps. Whoever holds such a mapping holds the backend file
+ * open for writing, and a read lease is refused (EAGAIN) exactly while
+ * anyone does: taken and dropped at once, it answers the question. (A
+ * writer opening meanwhile breaks the lease: SIGIO, which
+ * passthrough_negotiate made harmless.)
+ */
+bool passthrough_no_writer_left(struct inode *inode, int fd)
+{
+	static struct log_limit limit;
+	unsigned long held_back;
+	int err;
+
+	/*
+	 * Only inodes a passthrough read-write open touched are asked: while
+	 * the lease is held, an O_NONBLOCK writer's open would fail.
+	 */
+	if (!inode_io_marked_rw(inode))
+		return true;
+	if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0) {
+		fcntl(fd, F_SETLEASE, F_UNLCK);
+		inode_io_clear_rw(inode);
+		return true;
+	}
+	err = errno;
+	if (err != EAGAIN && log_limit_pass(&limit, &held_back))
+		log_warn("no read lease on the backend (%s): with passthrough "
+			 "no verdict is cached (passthrough=off caches) "
+			 "suppressed_before=%lu",
+			 strerror(err), held_back);
+	return false;
 }

@@ -28,13 +28,22 @@ void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn);
  * Before the reply that allows an open (or create) of a regular file open
  * at fd: joins the inode's open files and, when they use passthrough (or
  * this is the first open and passthrough works), sets fi->backing_id.
- * uid/gid: the opener, for the backing file's credentials. Must be undone
- * with passthrough_release when the reply fails, as for a release.
+ * Must be undone with passthrough_release when the reply fails, as for a
+ * release.
  */
 void passthrough_open(struct clamfs_fs *fs, fuse_req_t req, struct inode *inode,
-		      int fd, struct fuse_file_info *fi, uid_t uid, gid_t gid);
+		      int fd, struct fuse_file_info *fi);
 
 /* A regular file's open handle is gone (release, or a failed reply). */
 void passthrough_release(struct clamfs_fs *fs, struct inode *inode);
+
+/*
+ * Before a verdict is cached: false when anyone may still write the
+ * inode's file (open at fd, read-only) unseen through a shared mapping
+ * that outlived a passthrough read-write open, or when that cannot be
+ * told. Always true for other inodes: without passthrough a mapping pins
+ * its open, which the gate counts as a writer.
+ */
+bool passthrough_no_writer_left(struct inode *inode, int fd);
 
 #endif

@@ -17,7 +17,8 @@ import pytest
 
 from fsutil import GID_B, UID_B, LoopFs, run_as
 from mount_fixture import clamfs_bin
-from scanutil import SlowClamd, delta, detections, mount_scan, put, \
+from scanutil import MARKER, SlowClamd, delta, detections, \
+    ensure_marker_signature, mount_scan, put, \
     run_clamfs_expect_fail, stats, try_read, wait_for
 
 
@@ -194,6 +195,38 @@ def test_scan_overlapping_a_writer_is_not_cached(mount_clamfs, mode):
 
 
 @pytest.mark.parametrize("mode", ["auto", "off"])
+def test_mapping_that_outlives_its_open(mount_clamfs, clamd, mode):
+    """With passthrough the kernel maps the backend file itself: the
+    release reaches the daemon at close while the mapping stays writable,
+    and a store into an already dirty page moves no timestamp. A verdict
+    taken meanwhile must not be cached, or that store would be served
+    from the cache. (Kernels that keep the FUSE file as the mapping's
+    file, 6.18 here, send the release only at munmap: there the writer
+    count already covers it.)"""
+    ensure_marker_signature(clamd)
+    m = mount_scan(mount_clamfs, clamd, f"passthrough={mode}")
+    put(m.b("f"), b"a" * 8192)
+    fd = os.open(m.m("f"), os.O_RDWR)
+    mm = mmap.mmap(fd, 8192)
+    try:
+        mm[0:1] = b"b"  # page 0 dirty from now on
+        os.close(fd)
+        assert try_read(m.m("f"))[0] == "ok"
+        assert try_read(m.m("f"))[0] == "ok"
+        mm[0:len(MARKER)] = MARKER
+
+        assert try_read(m.m("f"))[0:2] == ("err", "EACCES")
+    finally:
+        mm.close()
+    # once the mapping is gone the verdict cache works again
+    put(m.b("g"), b"c" * 8192)
+    s0 = stats(m.mnt)
+    for _ in range(3):
+        assert try_read(m.m("g"))[0] == "ok"
+    assert delta(s0, stats(m.mnt), "scans")["scans"] == 1
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
 def test_mixed_opens(mount_clamfs, clamd, mode):
     m = mount_scan(mount_clamfs, clamd, f"passthrough={mode}")
     put(m.b("f"), CLEAN)
@@ -297,8 +330,7 @@ emit(os.stat(P("suid")).st_mode)
 
 def test_stacked_backend_falls_back(mount_clamfs, clamd):
     """A backend on overlayfs cannot back passthrough (stacking depth):
-    the kernel refuses, the open is served through the daemon instead,
-    nothing fails."""
+    the mount says so and serves every open through the daemon."""
     base = mount_clamfs.tempdir("clamfs-ovl")
     lower, upper, work, ovl = (os.path.join(base, n)
                                for n in ("lower", "upper", "work", "ovl"))
@@ -316,14 +348,17 @@ def test_stacked_backend_falls_back(mount_clamfs, clamd):
             f.write(CLEAN)
         assert try_read(m.m("g")) == ("ok", CLEAN)
         s1 = stats(m.mnt)
-        d = delta(s0, s1, "opens_passthrough", "daemon_reads")
-        assert d["opens_passthrough"] == 0 and d["daemon_reads"] > 0, d
+        d = delta(s0, s1, "opens_passthrough", "daemon_reads",
+                  "passthrough_failed")
+        assert d["opens_passthrough"] == 0 and d["daemon_reads"] > 0 and \
+            d["passthrough_failed"] == 0, d
         if EXPECTED:
-            assert s1["passthrough_failed"] - s0["passthrough_failed"] == 3
-            assert "passthrough refused" in m.stderr_text()
-        m.unmount()
+            assert s1["passthrough"] == "off (the backend is on overlayfs)"
     finally:
-        subprocess.run(["umount", ovl])
+        subprocess.run(["fusermount3", "-u", "-z", m.mnt]
+                       if "m" in locals() else ["true"])
+        r = subprocess.run(["umount", "-l", ovl])
+        assert r.returncode == 0
 
 
 @needs_passthrough
