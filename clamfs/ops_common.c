@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -17,9 +16,25 @@
 #include "creds.h"
 #include "log.h"
 
+/*
+ * By hand: snprintf took about 730 instructions here, more than half of a
+ * whole GETXATTR request's, and the kernel sends one before every write.
+ */
 void proc_fd_path(char buf[PROC_FD_PATH_MAX], int fd)
 {
-	snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
+	static const char prefix[] = "/proc/self/fd/";
+	unsigned int v = (unsigned int)fd;
+	char digits[10];
+	size_t n = 0, len = sizeof(prefix) - 1;
+
+	do {
+		digits[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	memcpy(buf, prefix, len);
+	while (n)
+		buf[len++] = digits[--n];
+	buf[len] = '\0';
 }
 
 static int identity_fetch_groups(fuse_req_t req, struct req_identity *id)

@@ -81,15 +81,44 @@ static void reply_stats(fuse_req_t req, size_t size)
  * the *xattr calls, and l*xattr would act on the proc link: no race-free
  * way exists, so symlinks have no xattrs through the mount.
  */
-static int xattr_begin(fuse_req_t req, fuse_ino_t ino, struct req_identity *id,
-		       char path[PROC_FD_PATH_MAX])
+static int xattr_begin_as(fuse_req_t req, fuse_ino_t ino,
+			  struct req_identity *id, char path[PROC_FD_PATH_MAX],
+			  bool as_caller)
 {
 	struct inode *inode = req_inode(req, ino);
 
 	if (inode_type(inode) == S_IFLNK)
 		return -ENOTSUP;
 	proc_fd_path(path, inode_fd(inode));
-	return req_identity_enter(req, id);
+	if (as_caller)
+		return req_identity_enter(req, id);
+	/* what req_identity_leave undoes: nothing */
+	id->switched = false;
+	id->groups = NULL;
+	return 0;
+}
+
+static int xattr_begin(fuse_req_t req, fuse_ino_t ino, struct req_identity *id,
+		       char path[PROC_FD_PATH_MAX])
+{
+	return xattr_begin_as(req, ino, id, path, true);
+}
+
+/*
+ * Before every write() the kernel asks for security.capability in the
+ * writer's name (file_remove_privs: protocol 7.31 has no
+ * HANDLE_KILLPRIV_V2), so this one read must be cheap. The answer does not
+ * depend on who asks: the VFS checks no file permission for reading
+ * security.* names, the proc link reaches the inode without walking the
+ * backend's directories, an LSM judges the daemon's own label whatever its
+ * fsuid, and the capability is converted for the daemon's user namespace
+ * either way. So it is read as the daemon: no groups fetched from /proc, no
+ * identity switched. Other security.* names stay with the general path: a
+ * network backend may ask its server for a label with the caller's rights.
+ */
+static bool identity_free(const char *name)
+{
+	return strcmp(name, "security.capability") == 0;
 }
 
 /* Replies to a get/list call: size 0 asks for the length only. */
@@ -116,7 +145,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		reply_stats(req, size);
 		return;
 	}
-	ret = xattr_begin(req, ino, &id, path);
+	ret = xattr_begin_as(req, ino, &id, path, !identity_free(name));
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
