@@ -3,12 +3,12 @@
 // it took, from open() to the return of close() (no fsync: what a program
 // waits for). Compiled at run time by bench/page/run.
 //
-//   falloc fallocate|mmap|write4k|write8k PATH SIZE
+//   falloc fallocate|mmap|write4k|write8k|write1m PATH SIZE
 //
 // fallocate: posix_fallocate(fd, 0, SIZE)
 // mmap:      ftruncate to SIZE, one MAP_SHARED mapping, every byte written
 //            (memset per 1 MiB), munmap
-// writeNk:   write() of N KiB chunks until SIZE
+// writeNk:   write() of N KiB chunks until SIZE (write1m: 1 MiB chunks)
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -70,7 +70,7 @@ static void mmap_writes(int fd, long long size)
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: falloc fallocate|mmap|write4k|write8k PATH SIZE\n");
+		fprintf(stderr, "usage: falloc fallocate|mmap|write4k|write8k|write1m PATH SIZE\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -91,6 +91,8 @@ int main(int argc, char **argv)
 		write_chunks(fd, size, 4096);
 	} else if (strcmp(mode, "write8k") == 0) {
 		write_chunks(fd, size, 8192);
+	} else if (strcmp(mode, "write1m") == 0) {
+		write_chunks(fd, size, 1 << 20);
 	} else {
 		fprintf(stderr, "falloc: unknown mode %s\n", mode);
 		return 2;
