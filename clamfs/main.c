@@ -22,6 +22,7 @@
 #include "log.h"
 #include "mountpoint.h"
 #include "notify.h"
+#include "ops.h"
 #include "opts.h"
 #include "runtime.h"
 
@@ -319,6 +320,7 @@ out_session:
 out_scan:
 	runtime_free(rt);
 out_fs:
+	ops_dir_close_all();
 	itab_destroy(fs.itab);
 out_opts:
 	fuse_opt_free_args(&args);

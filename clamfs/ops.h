@@ -63,6 +63,8 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi);
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* After the session ended: closes directories never released. */
+void ops_dir_close_all(void);
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi);
 

@@ -8,7 +8,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/queue.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,7 +20,33 @@ struct dir_handle {
 	DIR *dp;
 	off_t offset;		/* telldir() cookie of the next entry */
 	struct dirent *pending; /* read but not yet returned */
+	LIST_ENTRY(dir_handle) open_link;
 };
+
+/*
+ * Every open directory handle: at unmount the kernel may end the session
+ * with RELEASEDIRs still queued (seen with libfuse 3.17), and those
+ * handles are closed by ops_dir_close_all. One mount per process.
+ */
+static pthread_mutex_t open_dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+static LIST_HEAD(, dir_handle) open_dirs = LIST_HEAD_INITIALIZER(open_dirs);
+
+static void dir_free(struct dir_handle *d)
+{
+	pthread_mutex_lock(&open_dirs_lock);
+	LIST_REMOVE(d, open_link);
+	pthread_mutex_unlock(&open_dirs_lock);
+	closedir(d->dp);
+	free(d);
+}
+
+void ops_dir_close_all(void)
+{
+	struct dir_handle *d;
+
+	while ((d = LIST_FIRST(&open_dirs)))
+		dir_free(d);
+}
 
 static struct dir_handle *fi_dir(const struct fuse_file_info *fi)
 {
@@ -53,10 +81,11 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		goto fail;
 	}
 	fi->fh = (uint64_t)(uintptr_t)d;
-	if (fuse_reply_open(req, fi) != 0) {
-		closedir(d->dp);
-		free(d);
-	}
+	pthread_mutex_lock(&open_dirs_lock);
+	LIST_INSERT_HEAD(&open_dirs, d, open_link);
+	pthread_mutex_unlock(&open_dirs_lock);
+	if (fuse_reply_open(req, fi) != 0)
+		dir_free(d);
 	return;
 
 fail:
@@ -244,10 +273,7 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct dir_handle *d = fi_dir(fi);
-
-	closedir(d->dp);
-	free(d);
+	dir_free(fi_dir(fi));
 	fuse_reply_err(req, 0);
 }
 
