@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 
 #include "clamdproto.h"
+#include "exitcode.h"
 
 #define STATS_XATTR "trusted.clamfs.stats"
 
@@ -31,13 +32,14 @@ static bool check_dir(FILE *out, const char *what, const char *path)
 	return true;
 }
 
-static bool check_clamd(FILE *out, const struct clamfs_opts *opts)
+/* The exit status clamd's part of --check earns (exitcode.h). */
+static int check_clamd(FILE *out, const struct clamfs_opts *opts)
 {
 	struct cdp_pool *pool = NULL;
 	struct cdp_result res;
 	struct cdp_version ver;
 	struct cdp_config cfg;
-	bool ok = false;
+	int status = EXIT_CLAMD;
 	int ret;
 
 	cdp_config_init(&cfg);
@@ -46,7 +48,7 @@ static bool check_clamd(FILE *out, const struct clamfs_opts *opts)
 	ret = cdp_pool_new(&cfg, &pool);
 	if (ret) {
 		fprintf(out, "clamd %s: bad address\n", opts->clamd);
-		return false;
+		return EXIT_CONFIG;
 	}
 	if (cdp_ping(pool, &res) != 0) {
 		fprintf(out, "clamd %s: not answering: %s: %s\n", opts->clamd,
@@ -70,39 +72,48 @@ static bool check_clamd(FILE *out, const struct clamfs_opts *opts)
 	if (opts->scan_mode == 0 &&
 	    cdp_addr_kind(cdp_pool_addr(pool)) != CDP_ADDR_UNIX) {
 		fprintf(out, "scan_mode=fdpass needs clamd on a UNIX socket\n");
+		status = EXIT_CONFIG;
 		goto out;
 	}
-	ok = true;
+	status = EXIT_OK;
 out:
 	cdp_pool_free(pool);
-	return ok;
+	return status;
+}
+
+/* The first failure decides the status: it is the first line to fix. */
+static void first_failure(int *status, int this)
+{
+	if (*status == EXIT_OK)
+		*status = this;
 }
 
 int cli_check(const struct clamfs_opts *opts, FILE *out)
 {
-	bool ok = true;
+	int status = EXIT_OK;
 
 	if (opts->config)
 		fprintf(out, "config %s: ok\n", opts->config);
-	if (opts->backend)
-		ok &= check_dir(out, "backend", opts->backend);
-	if (opts->mountpoint)
-		ok &= check_dir(out, "mountpoint", opts->mountpoint);
+	if (opts->backend && !check_dir(out, "backend", opts->backend))
+		first_failure(&status, EXIT_MOUNT);
+	if (opts->mountpoint &&
+	    !check_dir(out, "mountpoint", opts->mountpoint))
+		first_failure(&status, EXIT_MOUNT);
 	if (opts->policy.on_infected == INFECTED_QUARANTINE &&
 	    opts->quarantine_dir) {
 		struct stat st;
 
-		if (stat(opts->quarantine_dir, &st) == 0)
-			ok &= check_dir(out, "quarantine_dir",
-					opts->quarantine_dir);
+		if (stat(opts->quarantine_dir, &st) == 0 &&
+		    !check_dir(out, "quarantine_dir", opts->quarantine_dir))
+			first_failure(&status, EXIT_CONFIG);
 		else
 			fprintf(out,
 				"quarantine_dir %s: will be created (0700)\n",
 				opts->quarantine_dir);
 	}
-	ok &= check_clamd(out, opts);
-	fprintf(out, "%s\n", ok ? "check passed" : "check FAILED");
-	return ok ? 0 : 1;
+	first_failure(&status, check_clamd(out, opts));
+	fprintf(out, "%s\n", status == EXIT_OK ? "check passed" : "check FAILED");
+	return status;
 }
 
 static bool is_gauge(const char *name)

@@ -10,7 +10,10 @@
 
 #include "opts.h"
 
-/* Prints what it checked; returns the exit status (0 all good, 1 not). */
+/*
+ * Prints what it checked; returns the exit status (exitcode.h) of the
+ * first check that failed, 0 when none did.
+ */
 int cli_check(const struct clamfs_opts *opts, FILE *out);
 
 /*

@@ -16,7 +16,9 @@
 
 #include "cli.h"
 #include "creds.h"
+#include "ctl.h"
 #include "evict.h"
+#include "exitcode.h"
 #include "fdlimit.h"
 #include "fs.h"
 #include "log.h"
@@ -79,12 +81,34 @@ static int open_backend(const char *given, char **real, struct stat *st)
 	return fd;
 }
 
+/*
+ * A clamfs that was killed left its mount: take it away, so that
+ * Restart=on-failure brings the share back instead of looping on ENOTCONN.
+ */
+static void remove_stale_mount(const char *given)
+{
+	char dir[PATH_MAX];
+	int ret;
+
+	ret = mountpoint_remove_stale("/proc/self/mountinfo", given,
+				      "fuse.clamfs", dir, sizeof(dir));
+	if (ret == 1)
+		log_warn("mountpoint %s: removed the dead mount a clamfs that "
+			 "did not exit cleanly left there",
+			 dir);
+	else if (ret < 0)
+		log_err("mountpoint %s: a dead clamfs mount is there and "
+			"cannot be removed: %s",
+			given, strerror(-ret));
+}
+
 static int check_mountpoint(const char *given, char **real)
 {
 	char fstype[64];
 	struct stat st;
 	int ret;
 
+	remove_stale_mount(given);
 	*real = realpath(given, NULL);
 	if (!*real || stat(*real, &st) == -1) {
 		fprintf(stderr, "clamfs: mountpoint %s: %s\n", given,
@@ -196,9 +220,13 @@ int main(int argc, char *argv[])
 
 	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
 		return cli_stats(argc - 2, argv + 2, stdout);
+	if (argc >= 2 && strcmp(argv[1], "--reload") == 0)
+		return ctl_reload(argc - 2, argv + 2, stdout);
+	if (argc >= 2 && strcmp(argv[1], "--drop-cache") == 0)
+		return ctl_drop_cache(argc - 2, argv + 2, stdout);
 	if (opts_parse(argc, argv, &opts, &args, err, sizeof(err)) != 0) {
 		fprintf(stderr, "clamfs: %s\n", err);
-		return 1;
+		return EXIT_CONFIG;
 	}
 	if (opts.show_help) {
 		opts_print_help(stdout, argv[0]);
@@ -221,6 +249,7 @@ int main(int argc, char *argv[])
 	/* one fd per inode the kernel knows: 1024 is not enough for that */
 	fdlimit_raise(&fdlim);
 	inode_budget = fdlimit_inode_budget(fdlim.soft);
+	ret = EXIT_MOUNT;
 	root_fd = open_backend(opts.backend, &backend, &root_st);
 	if (root_fd == -1)
 		goto out_opts;
@@ -228,6 +257,7 @@ int main(int argc, char *argv[])
 		close(root_fd);
 		goto out_opts;
 	}
+	ret = EXIT_FAILED;
 	fs.itab = itab_create(root_fd, &root_st);
 	if (!fs.itab || opts_add_mount_names(&args, backend) != 0) {
 		fprintf(stderr, "clamfs: out of memory\n");
@@ -256,13 +286,14 @@ int main(int argc, char *argv[])
 	clock_gettime(CLOCK_MONOTONIC, &fs.started);
 	fs.backend_path = backend;
 	fs.backend_len = strlen(backend);
+	ret = EXIT_CONFIG; /* both say why */
 	rt = runtime_prepare(&fs, &opts, mnt);
 	if (!rt)
 		goto out_fs;
-
 	se = fuse_session_new(&args, &clamfs_ops, sizeof(clamfs_ops), &fs);
 	if (!se)
-		goto out_scan; /* libfuse said why */
+		goto out_scan;
+	ret = EXIT_FAILED;
 	fs.se = se;
 	if (runtime_block_signals() != 0 || fuse_set_signal_handlers(se) != 0)
 		goto out_session;
@@ -271,8 +302,10 @@ int main(int argc, char *argv[])
 		ret = 0; /* stopped before mounting: a clean stop */
 		goto out_signals;
 	}
-	if (fuse_session_mount(se, mnt) != 0)
+	if (fuse_session_mount(se, mnt) != 0) {
+		ret = EXIT_MOUNT;
 		goto out_signals;
+	}
 	log_init(!opts.foreground, opts.debug ? LOG_LEVEL_DEBUG
 					      : (enum log_level)opts.log_level);
 	if (fuse_daemonize(opts.foreground) != 0)
@@ -297,7 +330,8 @@ int main(int argc, char *argv[])
 
 	/* a loop ended by SIGTERM/SIGINT returns the signal: a clean stop */
 	ret = run_loop(se, &opts);
-	ret = ret == 0 || ret == SIGTERM || ret == SIGINT ? 0 : 1;
+	ret = ret == 0 || ret == SIGTERM || ret == SIGINT ? EXIT_OK
+							  : EXIT_FAILED;
 	notify_stopping();
 	evict_stop(ev);
 	ev = NULL;

@@ -5,6 +5,11 @@
 #include "mountpoint.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +20,8 @@ static void unescape_octal(char *s)
 	char *out = s;
 
 	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
 			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
 					(s[3] - '0'));
 			s += 3;
@@ -27,18 +32,19 @@ static void unescape_octal(char *s)
 	*out = '\0';
 }
 
-int mountpoint_fstype(const char *mountinfo, const char *dir, char *fstype,
-		      size_t len)
+int mountpoint_each(const char *mountinfo,
+		    int (*fn)(const char *dir, const char *fstype, void *arg),
+		    void *arg)
 {
 	char *line = NULL;
 	size_t cap = 0;
-	int found = 0;
+	int ret = 0;
 	FILE *f;
 
 	f = fopen(mountinfo, "re");
 	if (!f)
 		return -errno;
-	while (getline(&line, &cap, f) != -1) {
+	while (ret == 0 && getline(&line, &cap, f) != -1) {
 		char *save = NULL, *field, *mnt = NULL, *sep;
 		int i = 0;
 
@@ -50,18 +56,85 @@ int mountpoint_fstype(const char *mountinfo, const char *dir, char *fstype,
 		if (!mnt)
 			continue;
 		unescape_octal(mnt);
-		if (strcmp(mnt, dir) != 0)
-			continue;
 		sep = strstr(save ? save : "", " - ");
 		if (!sep)
 			continue;
 		field = strtok_r(sep + 3, " ", &save);
 		if (!field)
 			continue;
-		snprintf(fstype, len, "%s", field);
-		found = 1; /* keep going: the last entry is the top mount */
+		ret = fn(mnt, field, arg);
 	}
 	free(line);
 	fclose(f);
-	return found;
+	return ret;
+}
+
+struct fstype_query {
+	const char *dir;
+	char *fstype;
+	size_t len;
+	int found;
+};
+
+static int note_fstype(const char *dir, const char *fstype, void *arg)
+{
+	struct fstype_query *q = arg;
+
+	if (strcmp(dir, q->dir) == 0) {
+		snprintf(q->fstype, q->len, "%s", fstype);
+		q->found = 1; /* keep going: the last entry is the top mount */
+	}
+	return 0;
+}
+
+int mountpoint_fstype(const char *mountinfo, const char *dir, char *fstype,
+		      size_t len)
+{
+	struct fstype_query q = {dir, fstype, len, 0};
+	int ret = mountpoint_each(mountinfo, note_fstype, &q);
+
+	return ret < 0 ? ret : q.found;
+}
+
+/*
+ * The absolute name of given without resolving its last component: that
+ * is the one a dead FUSE mount makes unresolvable.
+ */
+static int absolute_unresolved(const char *given, char *out, size_t len)
+{
+	char dir[PATH_MAX], base[PATH_MAX], *real;
+	int n;
+
+	if (snprintf(dir, sizeof(dir), "%s", given) >= (int)sizeof(dir) ||
+	    snprintf(base, sizeof(base), "%s", given) >= (int)sizeof(base))
+		return -ENAMETOOLONG;
+	real = realpath(dirname(dir), NULL);
+	if (!real)
+		return -errno;
+	n = snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "",
+		     basename(base));
+	free(real);
+	return n < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+int mountpoint_remove_stale(const char *mountinfo, const char *given,
+			    const char *fstype, char *dir, size_t len)
+{
+	struct statfs sfs;
+	char top[64];
+	int ret;
+
+	ret = absolute_unresolved(given, dir, len);
+	if (ret)
+		return ret == -ENOTCONN ? 0 : ret;
+	ret = mountpoint_fstype(mountinfo, dir, top, sizeof(top));
+	if (ret <= 0 || strcmp(top, fstype) != 0)
+		return ret < 0 ? ret : 0; /* not ours, or nothing there */
+	/* stat may answer from cached attributes; statfs always asks */
+	if (statfs(dir, &sfs) == 0 || errno != ENOTCONN)
+		return 0;
+	/* lazily: processes still inside keep their ENOTCONN, not the path */
+	if (umount2(dir, MNT_DETACH) == -1)
+		return -errno;
+	return 1;
 }

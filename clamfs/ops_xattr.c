@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include "control.h"
 #include "ops.h"
 
 /*
@@ -145,6 +146,10 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		reply_stats(req, size);
 		return;
 	}
+	if (control_is_command(name)) {
+		control_get(req, ino, name, size);
+		return;
+	}
 	ret = xattr_begin_as(req, ino, &id, path, !identity_free(name));
 	if (ret) {
 		fuse_reply_err(req, -ret);
@@ -239,6 +244,10 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct req_identity id;
 	int ret;
 
+	if (control_is_command(name)) {
+		control_set(req, ino, name);
+		return;
+	}
 	ret = xattr_begin(req, ino, &id, path);
 	if (ret == 0) {
 		if (setxattr(path, name, value, size, flags) == -1)
@@ -254,6 +263,10 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct req_identity id;
 	int ret;
 
+	if (control_is_command(name)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	ret = xattr_begin(req, ino, &id, path);
 	if (ret == 0) {
 		if (removexattr(path, name) == -1)

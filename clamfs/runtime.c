@@ -403,20 +403,22 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 	}
 }
 
-static void drop_cache(struct runtime *rt)
+void runtime_drop_cache(struct runtime *rt, const char *why)
 {
 	struct generation *pin = fs_pin(rt->fs);
 
 	vcache_clear(fs_vcache(rt->fs));
 	fs_unpin(pin);
 	stats_inc(&rt->fs->stats, STAT_CACHE_CLEARS);
-	log_info("SIGUSR1: verdict cache dropped, every file is scanned "
-		 "again at its next open");
+	log_info("%s: verdict cache dropped, every file is scanned again at "
+		 "its next open",
+		 why);
 }
 
 static void *signal_main(void *arg)
 {
 	struct runtime *rt = arg;
+	char msg[2048];
 	sigset_t set;
 	int sig;
 
@@ -429,13 +431,10 @@ static void *signal_main(void *arg)
 			continue;
 		if (sig == SIGQUIT)
 			return NULL;
-		if (sig == SIGUSR1) {
-			drop_cache(rt);
-		} else {
-			notify_reloading();
-			runtime_reload(rt);
-			notify_ready("configuration reloaded");
-		}
+		if (sig == SIGUSR1)
+			runtime_drop_cache(rt, "SIGUSR1");
+		else
+			runtime_reload_notified(rt, "SIGHUP", msg, sizeof(msg));
 	}
 }
 
@@ -687,24 +686,26 @@ static void note_policy_changes(const struct clamfs_opts *o,
 		     levels[n->log_level & 3]);
 }
 
-/* Replaced objects of next, and their notes; -1 (logged) on failure. */
+/*
+ * Replaced objects of next, and their notes; on failure -errno and why in
+ * err.
+ */
 static int build_replacements(struct runtime *rt, struct generation *next,
 			      const struct clamfs_opts *o, enum scan_mode mode,
-			      char *changes, size_t len)
+			      char *changes, size_t len, char *err,
+			      size_t err_len)
 {
 	const struct clamfs_opts *n = next->opts;
 	struct clamfs_fs *fs = rt->fs;
-	char err[512], a[24], b[24];
+	char a[24], b[24];
 
 	if (str_differs(o->clamd, n->clamd) ||
 	    o->clamd_connections != n->clamd_connections ||
 	    o->scan_mode != n->scan_mode ||
 	    o->scan_timeout != n->scan_timeout) {
-		next->pool = pool_for(n, err, sizeof(err));
-		if (!next->pool) {
-			log_err("SIGHUP: %s; nothing changed", err);
-			return -1;
-		}
+		next->pool = pool_for(n, err, err_len);
+		if (!next->pool)
+			return -EINVAL;
 		next->owns_pool = true;
 		if (str_differs(o->clamd, n->clamd))
 			note(changes, len, "clamd", o->clamd, n->clamd);
@@ -721,9 +722,8 @@ static int build_replacements(struct runtime *rt, struct generation *next,
 		next->vcache = vcache_new(n->cache_entries, n->cache_ttl, NULL,
 					  NULL);
 		if (!next->vcache) {
-			log_err("SIGHUP: no memory for the new cache; nothing "
-				"changed");
-			return -1;
+			snprintf(err, err_len, "no memory for the new cache");
+			return -ENOMEM;
 		}
 		next->owns_vcache = true;
 		if (o->cache_entries != n->cache_entries)
@@ -740,9 +740,8 @@ static int build_replacements(struct runtime *rt, struct generation *next,
 					  n->infected_cmd_rate,
 					  rt->mountpoint, &fs->stats);
 		if (!next->detect) {
-			log_err("SIGHUP: no memory for the new hook; nothing "
-				"changed");
-			return -1;
+			snprintf(err, err_len, "no memory for the new hook");
+			return -ENOMEM;
 		}
 		next->owns_detect = true;
 		note(changes, len, "infected_cmd",
@@ -806,70 +805,100 @@ static void publish(struct runtime *rt, struct generation *g,
 	fs_unpin(g);
 }
 
-void runtime_reload(struct runtime *rt)
+int runtime_reload(struct runtime *rt, const char *why, char *msg,
+		   size_t msg_len)
 {
 	struct clamfs_opts *o, *n = calloc(1, sizeof(*n));
 	struct generation *g, *next = generation_new();
 	struct clamfs_fs *fs = rt->fs;
-	char err[512], changes[2048] = "", remount[512];
+	char err[512] = "", changes[2048] = "", remount[512];
 	enum scan_mode mode = fs->scan_mode;
+	int ret = -EINVAL;
 
 	pthread_mutex_lock(&rt->lock);
 	/* only a reload changes current, and it holds rt->lock */
 	g = rt->current;
 	o = g->opts;
 	if (!n || !next) {
-		log_err("SIGHUP: not reloading: no memory");
 		free(n);
 		free(next);
-		pthread_mutex_unlock(&rt->lock);
-		return;
+		next = NULL;
+		snprintf(msg, msg_len, "not reloading: no memory");
+		log_err("%s: %s", why, msg);
+		ret = -ENOMEM;
+		goto out;
 	}
 	next->opts = n;
 	next->owns_opts = true;
 	if (opts_parse(rt->argc, rt->argv, n, &next->args, err, sizeof(err))) {
-		log_err("SIGHUP: configuration rejected, nothing changed: %s",
-			err);
 		/* opts_parse freed what it had filled */
 		next->owns_opts = false;
 		free(n);
-		goto out;
+		ret = -EINVAL;
+		goto rejected;
 	}
 	if (check_config(n, o, fs->backend_path, rt->mountpoint, &mode, err,
 			 sizeof(err)) != 0) {
-		log_err("SIGHUP: configuration rejected, nothing changed: %s",
-			err);
-		goto out;
+		ret = -EINVAL;
+		goto rejected;
 	}
 	note_remount_only(o, n, remount, sizeof(remount));
 	/* the quarantine fd stays: the action needs it as it was opened */
 	if (n->policy.on_infected == INFECTED_QUARANTINE &&
 	    fs->quarantine_fd < 0) {
-		log_err("SIGHUP: on_infected=quarantine needs a remount "
-			"(quarantine_dir was not open); nothing changed");
-		goto out;
+		snprintf(err, sizeof(err),
+			 "on_infected=quarantine needs a remount (quarantine_dir "
+			 "was not open)");
+		ret = -EINVAL;
+		goto rejected;
 	}
-	if (build_replacements(rt, next, o, mode, changes, sizeof(changes)))
-		goto out;
+	ret = build_replacements(rt, next, o, mode, changes, sizeof(changes),
+				 err, sizeof(err));
+	if (ret)
+		goto rejected;
 	note_policy_changes(o, n, changes, sizeof(changes));
 	if (!changes[0] && !remount[0] && !next->pool && !next->vcache &&
 	    !next->detect) {
 		/* a reload that changes nothing keeps what is in place */
-		log_info("SIGHUP: configuration reloaded (nothing changed)");
+		snprintf(msg, msg_len, "configuration reloaded (nothing changed)");
+		log_info("%s: %s", why, msg);
 		goto out;
 	}
 
 	publish(rt, g, next, mode);
 	next = NULL;
+	snprintf(msg, msg_len, "configuration reloaded%s%s",
+		 changes[0] ? ": " : "", changes[0] ? changes : " (nothing changed)");
 	/* said before a lower level could hide it */
-	log_info("SIGHUP: configuration reloaded%s%s", changes[0] ? ": " : "",
-		 changes[0] ? changes : " (nothing changed)");
+	log_info("%s: %s", why, msg);
 	log_set_level((enum log_level)n->log_level);
-	if (remount[0])
-		log_warn("SIGHUP: changed but needs a remount, not applied: %s",
-			 remount);
+	if (remount[0]) {
+		log_warn("%s: changed but needs a remount, not applied: %s",
+			 why, remount);
+		snprintf(msg + strlen(msg), msg_len - strlen(msg),
+			 "\nneeds a remount, not applied: %s", remount);
+	}
+	ret = 0;
+	goto out;
+rejected:
+	snprintf(msg, msg_len, "configuration rejected, nothing changed: %s",
+		 err);
+	log_err("%s: %s", why, msg);
 out:
 	if (next)
 		generation_free(next);
 	pthread_mutex_unlock(&rt->lock);
+	return ret;
+}
+
+int runtime_reload_notified(struct runtime *rt, const char *why, char *msg,
+			    size_t msg_len)
+{
+	int ret;
+
+	notify_reloading();
+	ret = runtime_reload(rt, why, msg, msg_len);
+	notify_ready(ret ? "configuration rejected, the previous one stays"
+			 : "configuration reloaded");
+	return ret;
 }

@@ -60,7 +60,7 @@ def test_check_clamd_option(admin, clamd):
     assert "ClamAV 1.4.6" in r.stdout
     # fdpass cannot work over TCP
     r = check("-o", f"clamd={clamd.tcp_addr},scan_mode=fdpass")
-    assert r.returncode == 1, r
+    assert r.returncode == 2, r
     assert "fdpass" in r.stdout + r.stderr and "FAILED" in r.stdout
 
 
@@ -68,14 +68,14 @@ def test_check_option_wins_over_file(admin, clamd):
     dead = os.path.join(admin.tempdir(), "nobody.sock")
     cfg, _, _ = config(admin, dead)
     r = check("-o", f"config={cfg}")
-    assert r.returncode == 1, r
+    assert r.returncode == 3, r
     assert dead in r.stdout
     r = check("-o", f"config={cfg},clamd={clamd.socket}")
     assert r.returncode == 0, r
     assert f"clamd {clamd.socket}: ok" in r.stdout
     cfg2, _, _ = config(admin, clamd.socket)
     r = check("-o", f"clamd={dead}", "-o", f"config={cfg2}")
-    assert r.returncode == 1, r
+    assert r.returncode == 3, r
 
 
 def test_check_stopped_clamd(admin, clamd_factory):
@@ -85,7 +85,7 @@ def test_check_stopped_clamd(admin, clamd_factory):
     for args in (["-o", f"config={cfg}"], ["-o", f"clamd={c.socket}"],
                  ["-o", f"clamd={c.tcp_addr}"]):
         r = check(*args)
-        assert r.returncode == 1, (args, r)
+        assert r.returncode == 3, (args, r)
         lines = [l for l in r.stdout.splitlines() if l.startswith("clamd ")]
         assert len(lines) == 1, r.stdout
         # a reason, not just "failed"
@@ -103,7 +103,7 @@ def test_check_bad_paths_and_config(admin, clamd):
               [("fuse", [("backend", missing), ("mountpoint", mnt)]),
                ("clamd", [("clamd", clamd.socket)])])
     r = check("-o", f"config={cfg}")
-    assert r.returncode == 1, r
+    assert r.returncode == 4, r
     assert f"backend {missing}: No such file or directory" in r.stdout
     assert "check FAILED" in r.stdout
     # a bad value in the file: the one-line error, nothing else
@@ -111,7 +111,7 @@ def test_check_bad_paths_and_config(admin, clamd):
     with open(bad, "w") as f:
         f.write(f"[clamd]\nclamd = {clamd.socket}\n[scan]\nscan_mode = fax\n")
     r = run_fail(["--check", "-o", f"config={bad}"])
-    assert r.returncode == 1, r
+    assert r.returncode == 2, r
     assert r.stdout == "", r.stdout
     assert r.stderr.splitlines() == [r.stderr.strip()] and \
         f"{bad}:4:" in r.stderr and "scan_mode" in r.stderr, r.stderr

@@ -6,7 +6,7 @@
 # MOUNTPOINT and -o backend= win over the file's; and every kind of mistake
 # (unknown key, bad value, key in the wrong section, a line without '=', a
 # missing file) stops clamfs before it mounts with exactly one line naming
-# FILE:LINE and the key, exit status 1, no mount and no process left.
+# FILE:LINE and the key, exit status 2, no mount and no process left.
 import os
 import subprocess
 
@@ -171,7 +171,7 @@ def test_config_error(admin, clamd, case):
                  ["--check", "-o", f"config={cfg}"]):
         r = run_fail(argv, mnt)
         err_lines = r.stderr.splitlines()
-        assert r.returncode == 1, (argv, r)
+        assert r.returncode == 2, (argv, r)
         assert len(err_lines) == 1, (argv, r.stderr)
         msg = err_lines[0]
         assert msg.startswith("clamfs: "), msg
@@ -189,7 +189,7 @@ def test_config_missing_file(admin):
     for argv in (["-f", b, mnt, "-o", f"config={cfg}"],
                  ["--check", "-o", f"config={cfg}"]):
         r = run_fail(argv, mnt)
-        assert r.returncode == 1, r
+        assert r.returncode == 2, r
         err_lines = r.stderr.splitlines()
         assert len(err_lines) == 1, r.stderr
         assert err_lines[0].startswith("clamfs: ")
@@ -205,7 +205,7 @@ def test_config_error_not_mounted_over_existing(admin, clamd):
     base, b, mnt = admin.dirs_bm()
     cfg = full_config(os.path.join(base, "ok.ini"), b, mnt, clamd.socket)
     r = run_fail(["-f", "-o", f"config={cfg},cache_ttl=-1"], mnt)
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert len(r.stderr.splitlines()) == 1, r.stderr
     assert r.stderr.startswith("clamfs: ") and "cache_ttl" in r.stderr
     assert not mounted(mnt)

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * clamfs --reload and --drop-cache (ctl.h).
+ */
+#include "ctl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "control.h"
+#include "exitcode.h"
+#include "mountpoint.h"
+
+struct pid_query {
+	const char *pid;
+	char *mnt;
+	size_t len;
+	bool found;
+};
+
+static int match_pid(const char *dir, const char *fstype, void *arg)
+{
+	struct pid_query *q = arg;
+	char pid[32];
+	ssize_t n;
+
+	/* mount(8) and clamfs itself name the type fuse.clamfs */
+	if (strcmp(fstype, "fuse.clamfs") != 0)
+		return 0;
+	n = getxattr(dir, CONTROL_PID, pid, sizeof(pid) - 1);
+	if (n <= 0)
+		return 0; /* dead, or not ours to ask */
+	pid[n] = '\0';
+	if (strcmp(pid, q->pid) != 0)
+		return 0;
+	snprintf(q->mnt, q->len, "%s", dir);
+	q->found = true;
+	return 1;
+}
+
+int ctl_resolve_target(const char *target, char *mnt, size_t len)
+{
+	struct pid_query q = {target, mnt, len, false};
+	bool digits = *target != '\0';
+	int ret;
+
+	for (const char *c = target; *c; c++)
+		digits &= isdigit((unsigned char)*c) != 0;
+	if (!digits) {
+		if (snprintf(mnt, len, "%s", target) >= (int)len)
+			return -ENAMETOOLONG;
+		return 0;
+	}
+	ret = mountpoint_each("/proc/self/mountinfo", match_pid, &q);
+	if (ret < 0)
+		return ret;
+	return q.found ? 0 : -ESRCH;
+}
+
+/* A directory inside the mount, or the backend under a dead one, is not it. */
+static bool is_clamfs_root(const char *mnt)
+{
+	char *real = realpath(mnt, NULL), fstype[64];
+	int ret;
+
+	if (!real) {
+		fprintf(stderr, "clamfs: %s: %s\n", mnt, strerror(errno));
+		return false;
+	}
+	ret = mountpoint_fstype("/proc/self/mountinfo", real, fstype,
+				sizeof(fstype));
+	free(real);
+	if (ret == 1 && strcmp(fstype, "fuse.clamfs") == 0)
+		return true;
+	fprintf(stderr, "clamfs: %s: not the mountpoint of a clamfs mount\n",
+		mnt);
+	return false;
+}
+
+/* One target, no other argument: the mountpoint, or an exit status. */
+static int one_target(int argc, char *argv[], const char *cmd, char *mnt,
+		      size_t len)
+{
+	int ret;
+
+	if (argc != 1 || argv[0][0] == '-') {
+		fprintf(stderr, "clamfs: usage: clamfs %s MOUNTPOINT|PID\n",
+			cmd);
+		return EXIT_CONFIG;
+	}
+	ret = ctl_resolve_target(argv[0], mnt, len);
+	if (ret == -ESRCH) {
+		fprintf(stderr,
+			"clamfs: no clamfs mount served by process %s\n",
+			argv[0]);
+		return EXIT_NOT_MOUNTED;
+	}
+	if (ret) {
+		fprintf(stderr, "clamfs: %s: %s\n", argv[0], strerror(-ret));
+		return EXIT_NOT_MOUNTED;
+	}
+	return is_clamfs_root(mnt) ? EXIT_OK : EXIT_NOT_MOUNTED;
+}
+
+static int command_failed(const char *mnt)
+{
+	if (errno == ENODATA || errno == ENOTSUP || errno == EOPNOTSUPP) {
+		fprintf(stderr, "clamfs: %s: not a clamfs mount\n", mnt);
+		return EXIT_NOT_MOUNTED;
+	}
+	if (errno == EPERM) {
+		fprintf(stderr, "clamfs: %s: only root may do this\n", mnt);
+		return EXIT_FAILED;
+	}
+	fprintf(stderr, "clamfs: %s: %s\n", mnt, strerror(errno));
+	return errno == ENOTCONN ? EXIT_NOT_MOUNTED : EXIT_FAILED;
+}
+
+int ctl_reload(int argc, char *argv[], FILE *out)
+{
+	char mnt[4096], text[4096];
+	ssize_t n;
+	int ret, err;
+
+	ret = one_target(argc, argv, "--reload", mnt, sizeof(mnt));
+	if (ret)
+		return ret;
+	ret = setxattr(mnt, CONTROL_RELOAD, "1", 1, 0);
+	err = errno;
+	if (ret == -1 && err != EINVAL)
+		return command_failed(mnt);
+	/* the daemon keeps the last outcome for the one who asked */
+	n = getxattr(mnt, CONTROL_RELOAD, text, sizeof(text) - 1);
+	if (n < 0)
+		snprintf(text, sizeof(text), "%s",
+			 ret == 0 ? "reloaded" : "rejected");
+	else
+		text[n] = '\0';
+	fprintf(ret == 0 ? out : stderr, "clamfs: %s: %s\n", mnt, text);
+	return ret == 0 ? EXIT_OK : EXIT_CONFIG;
+}
+
+int ctl_drop_cache(int argc, char *argv[], FILE *out)
+{
+	char mnt[4096];
+	int ret;
+
+	ret = one_target(argc, argv, "--drop-cache", mnt, sizeof(mnt));
+	if (ret)
+		return ret;
+	if (setxattr(mnt, CONTROL_DROP_CACHE, "1", 1, 0) == -1)
+		return command_failed(mnt);
+	fprintf(out,
+		"clamfs: %s: verdict cache dropped; every file is scanned "
+		"again at its next open\n",
+		mnt);
+	return EXIT_OK;
+}
