@@ -24,6 +24,7 @@ struct dbwatch {
 	bool stop;
 	bool known;
 	bool up;
+	bool checked; /* up is known: a change of it is logged once */
 	struct cdp_version last;
 };
 
@@ -35,18 +36,44 @@ static bool version_differs(const struct cdp_version *a,
 	       strcmp(a->engine, b->engine) != 0;
 }
 
+/*
+ * One line per change, not per failed scan: an administrator reading the
+ * log sees when clamd went away and when it came back, and at start a
+ * mount without a clamd says so at once rather than at the first open.
+ */
+static void report_change(struct dbwatch *w, bool up,
+			  const struct cdp_version *ver,
+			  const struct cdp_result *res)
+{
+	if (w->checked && up == w->up)
+		return;
+	if (!up)
+		log_err("clamd %s: %s: every open that needs a scan is refused "
+			"(or served unscanned where on_error=allow) until it "
+			"answers",
+			w->checked ? "stopped answering" : "is not answering",
+			res->text[0] ? res->text : cdp_errcat_name(res->cat));
+	else if (w->checked)
+		log_warn("clamd answers again (ClamAV %s, database version "
+			 "%lu): scanning resumes",
+			 ver->engine, ver->db_version);
+}
+
 static void check_once(struct dbwatch *w)
 {
+	struct cdp_result res = {0};
 	struct cdp_version ver;
 	struct cdp_pool *pool;
 	void *pin;
 	bool up;
 
 	pool = w->src.pin_pool(w->src.arg, &pin);
-	up = cdp_version(pool, &ver, NULL) == 0;
+	up = cdp_version(pool, &ver, &res) == 0;
 	w->src.unpin(w->src.arg, pin);
+	report_change(w, up, &ver, &res);
 	pthread_mutex_lock(&w->lock);
 	w->up = up;
+	w->checked = true;
 	pthread_mutex_unlock(&w->lock);
 	if (!up)
 		return; /* the scans report it, with their reason */
@@ -92,9 +119,8 @@ static void *watch_main(void *arg)
 		pthread_mutex_lock(&w->lock);
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += w->interval;
-		while (!w->stop &&
-		       pthread_cond_timedwait(&w->wake, &w->lock, &until) !=
-			       ETIMEDOUT)
+		while (!w->stop && pthread_cond_timedwait(&w->wake, &w->lock,
+							  &until) != ETIMEDOUT)
 			;
 	}
 	pthread_mutex_unlock(&w->lock);

@@ -61,32 +61,6 @@ void detect_free(struct detect *d)
 	free(d);
 }
 
-void detect_quote(char *buf, size_t len, const char *s)
-{
-	size_t o = 0;
-
-	if (len < 3) {
-		if (len)
-			buf[0] = '\0';
-		return;
-	}
-	buf[o++] = '"';
-	for (; *s && o + 6 < len; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\') {
-			buf[o++] = '\\';
-			buf[o++] = (char)c;
-		} else if (c < 0x20 || c == 0x7f) {
-			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
-		} else {
-			buf[o++] = (char)c;
-		}
-	}
-	buf[o++] = '"';
-	buf[o] = '\0';
-}
-
 static void process_name(pid_t pid, char *buf, size_t len)
 {
 	char path[64];
@@ -179,8 +153,7 @@ static void run_hook(struct detect *d, const struct detection *det,
 	snprintf(env[1], sizeof(env[1]), "CLAMFS_PATH=%s",
 		 det->relpath ? det->relpath : "");
 	snprintf(env[2], sizeof(env[2]), "CLAMFS_MOUNT=%s", d->mountpoint);
-	snprintf(env[3], sizeof(env[3]), "CLAMFS_SIGNATURE=%s",
-		 det->signature);
+	snprintf(env[3], sizeof(env[3]), "CLAMFS_SIGNATURE=%s", det->signature);
 	snprintf(env[4], sizeof(env[4]), "CLAMFS_ACTION=%s", det->action);
 	snprintf(env[5], sizeof(env[5]), "CLAMFS_PID=%d", (int)det->pid);
 	snprintf(env[6], sizeof(env[6]), "CLAMFS_UID=%u", (unsigned)det->uid);
@@ -203,26 +176,28 @@ static void run_hook(struct detect *d, const struct detection *det,
 	/* a zombie per detection would pile up: reap it in the background */
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&reaper, &attr, reap_child,
-			   (void *)(intptr_t)pid) != 0)
+	if (pthread_create(&reaper, &attr, reap_child, (void *)(intptr_t)pid) !=
+	    0)
 		waitpid(pid, NULL, WNOHANG);
 	pthread_attr_destroy(&attr);
 }
 
 void detect_report(struct detect *d, const struct detection *det)
 {
-	char path[PATH_MAX * 4 + 8], sig[512], proc[64], qproc[160], user[64];
+	char path[PATH_MAX * 4 + 8], sig[512], proc[64], qproc[160], user[64],
+		quser[160];
 
 	process_name(det->pid, proc, sizeof(proc));
 	user_name(det->uid, user, sizeof(user));
-	detect_quote(path, sizeof(path), det->relpath ? det->relpath : "?");
-	detect_quote(sig, sizeof(sig), det->signature);
-	detect_quote(qproc, sizeof(qproc), proc);
+	log_quote(quser, sizeof(quser), user);
+	log_quote(path, sizeof(path), det->relpath ? det->relpath : "?");
+	log_quote(sig, sizeof(sig), det->signature);
+	log_quote(qproc, sizeof(qproc), proc);
 	log_warn("infected path=%s signature=%s action=%s%s%s event=%s "
 		 "pid=%d process=%s uid=%u user=%s cached=%s",
 		 path, sig, det->action, det->outcome ? " " : "",
 		 det->outcome ? det->outcome : "", det->event, (int)det->pid,
-		 qproc, (unsigned)det->uid, user, det->cached ? "yes" : "no");
+		 qproc, (unsigned)det->uid, quser, det->cached ? "yes" : "no");
 	stats_inc(d->stats, STAT_INFECTED);
 	if (d->hook)
 		run_hook(d, det, proc);

@@ -39,10 +39,5 @@ void detect_free(struct detect *d);
  */
 void detect_report(struct detect *d, const struct detection *det);
 
-/*
- * Writes s as a double-quoted log value: quotes, backslashes and control
- * characters escaped, so a file name cannot forge log lines.
- */
-void detect_quote(char *buf, size_t len, const char *s);
 
 #endif

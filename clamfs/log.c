@@ -6,6 +6,9 @@
 #include "log.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +17,8 @@
 #include <unistd.h>
 
 static bool log_to_syslog;
+/* ' mount="/srv/share"' once the mountpoint is known: every line names it */
+static char log_mount[4200];
 static enum log_level log_max = LOG_LEVEL_INFO; /* read racily: a level */
 
 void log_init(bool to_syslog, enum log_level max_level)
@@ -22,6 +27,74 @@ void log_init(bool to_syslog, enum log_level max_level)
 	log_max = max_level;
 	if (to_syslog)
 		openlog("clamfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
+void log_quote(char *buf, size_t len, const char *s)
+{
+	size_t o = 0;
+
+	if (len < 3) {
+		if (len)
+			buf[0] = '\0';
+		return;
+	}
+	buf[o++] = '"';
+	for (; *s && o + 6 < len; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			buf[o++] = '\\';
+			buf[o++] = (char)c;
+		} else if (c < 0x20 || c == 0x7f) {
+			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+		} else {
+			buf[o++] = (char)c;
+		}
+	}
+	buf[o++] = '"';
+	buf[o] = '\0';
+}
+
+void log_set_mount(const char *mountpoint)
+{
+	char quoted[sizeof(log_mount) - 8];
+
+	log_quote(quoted, sizeof(quoted), mountpoint);
+	snprintf(log_mount, sizeof(log_mount), " mount=%s", quoted);
+}
+
+/*
+ * Under systemd, stderr is a stream to journald when JOURNAL_STREAM names
+ * it: a "<N>" prefix then gives each line its syslog priority, so that
+ * journalctl -p warning shows detections. A JOURNAL_STREAM inherited by a
+ * program started from a service's shell names another file: no prefix.
+ */
+static bool stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2 ||
+	    fstat(STDERR_FILENO, &st) == -1)
+		return false;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
+
+static bool log_to_journal;
+
+static void find_journal(void)
+{
+	log_to_journal = stderr_is_journal();
+}
+
+static bool journal_stream(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, find_journal);
+	return log_to_journal;
 }
 
 void log_set_level(enum log_level max_level)
@@ -38,9 +111,12 @@ static void log_vemit(enum log_level level, const char *fmt, va_list ap)
 		return;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	if (log_to_syslog)
-		syslog(prio[level], "%s", line);
+		syslog(prio[level], "%s%s", line, log_mount);
+	else if (journal_stream())
+		fprintf(stderr, "<%d>clamfs: %s%s\n", prio[level], line,
+			log_mount);
 	else
-		fprintf(stderr, "clamfs: %s\n", line);
+		fprintf(stderr, "clamfs: %s%s\n", line, log_mount);
 }
 
 #define LOG_FN(name, level)                                                    \

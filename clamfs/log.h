@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Logging for the clamfs daemon: to stderr while in the foreground, to
- * syslog (ident "clamfs", facility daemon) once daemonized.
+ * Logging for the clamfs daemon: to stderr while in the foreground (with
+ * syslog priorities when stderr is journald's stream), to syslog (ident
+ * "clamfs", facility daemon) once daemonized.
  */
 #ifndef CLAMFS_LOG_H
 #define CLAMFS_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum log_level {
 	LOG_LEVEL_ERR,
@@ -17,6 +19,19 @@ enum log_level {
 
 /* Sets the destination; before the first call messages go to stderr. */
 void log_init(bool to_syslog, enum log_level max_level);
+
+/*
+ * Names the mount in every line from now on (' mount="/srv/share"' at
+ * the end), so that the lines of several mounts can be told apart.
+ */
+void log_set_mount(const char *mountpoint);
+
+/*
+ * Writes s as a double-quoted log value: quotes, backslashes and control
+ * characters escaped, so a file name cannot forge log lines. Every value
+ * that comes from outside (names, signatures, reasons) goes through it.
+ */
+void log_quote(char *buf, size_t len, const char *s);
 
 /* Changes the level at run time (SIGHUP). */
 void log_set_level(enum log_level max_level);
@@ -32,7 +47,7 @@ void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * lines held back are counted and reported with the next one let through.
  * Zero-initialise (static or in a struct).
  */
-#define LOG_BURST 10
+#define LOG_BURST  10
 #define LOG_WINDOW 10
 
 struct log_limit {

@@ -257,6 +257,7 @@ int main(int argc, char *argv[])
 		close(root_fd);
 		goto out_opts;
 	}
+	log_set_mount(mnt);
 	ret = EXIT_FAILED;
 	fs.itab = itab_create(root_fd, &root_st);
 	if (!fs.itab || opts_add_mount_names(&args, backend) != 0) {

@@ -216,7 +216,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 		if (ret == 0) {
 			note_removed(p, rel);
 			/* the uploader chose the name: quoted like any */
-			detect_quote(qdest, sizeof(qdest), dest);
+			log_quote(qdest, sizeof(qdest), dest);
 			snprintf(outcome, sizeof(outcome), "quarantined_as=%s",
 				 qdest);
 			stats_inc(&fs->stats, STAT_QUARANTINED);
@@ -272,8 +272,8 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 	if (held_back)
 		snprintf(more, sizeof(more), " suppressed_before=%lu",
 			 held_back);
-	detect_quote(path, sizeof(path), rel ? rel : "?");
-	detect_quote(text, sizeof(text), res->text);
+	log_quote(path, sizeof(path), rel ? rel : "?");
+	log_quote(text, sizeof(text), res->text);
 	log_warn("scan failed path=%s error=%s reason=%s pid=%d uid=%u "
 		 "open=%s%s",
 		 path, cdp_errcat_name(res->cat), text, (int)p->pid,

@@ -111,9 +111,14 @@ BAD = ["missing backend", "missing backend -o", "backend not a dir", "missing mo
        "no mountpoint", "no arguments", "backend twice", "too many args"]
 
 
-def assert_one_line_error(rc, out, err, words, fuse_ok=False):
+# clamfs(8) EXIT STATUS: 2 usage/configuration, 4 backend/mountpoint/mount
+MOUNT_CASES = {"missing backend", "missing backend -o", "backend not a dir",
+               "missing mountpoint", "mountpoint is a file"}
+
+
+def assert_one_line_error(rc, out, err, words, fuse_ok=False, status=2):
     lines = [l for l in err.splitlines() if l.strip()]
-    assert rc == 1, f"exit status {rc}, stderr: {err!r}"
+    assert rc == status, f"exit status {rc}, stderr: {err!r}"
     assert len(lines) == 1, f"want one line on stderr, got {lines!r}"
     prefixes = ("clamfs: ", "fuse: ") if fuse_ok else ("clamfs: ",)
     assert lines[0].startswith(prefixes), lines[0]
@@ -129,7 +134,8 @@ def test_bad_invocation(tmp, case, mode):
     before = {m.mountpoint for m in _all_fuse()}
     rc, out, err = run_clamfs(args, tmp)
     assert_one_line_error(rc, out, err, words,
-                          fuse_ok=case in ("unknown option", "unknown flag"))
+                          fuse_ok=case in ("unknown option", "unknown flag"),
+                          status=4 if case in MOUNT_CASES else 2)
     time.sleep(0.05)
     assert {m.mountpoint for m in _all_fuse()} == before, "something got mounted"
     assert not find_daemon_pids(clamfs_bin(), os.path.join(tmp, "m")), "daemon left running"
@@ -149,7 +155,7 @@ def test_mountpoint_already_mounted(mount_clamfs, tmp, mode):
     os.mkdir(other)
     args = ([other, fs.mnt] if mode == "daemon" else ["-f", other, fs.mnt])
     rc, out, err = run_clamfs(args, tmp)
-    assert_one_line_error(rc, out, err, [fs.mnt])
+    assert_one_line_error(rc, out, err, [fs.mnt], status=4)
     assert len(fuse_mounts_at(fs.mnt)) == 1
     with open(fs.m("probe")) as f:
         assert f.read() == "first"  # the first mount still serves

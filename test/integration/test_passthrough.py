@@ -67,7 +67,7 @@ def test_bad_option_value(mount_clamfs, clamd):
     r = run_clamfs_expect_fail(clamfs_bin(), b, mnt,
                                [f"clamd={clamd.socket}",
                                 "passthrough=sometimes"])
-    assert r.returncode == 1, r
+    assert r.returncode == 2, r
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "passthrough" in lines[0] and \
         "auto or off" in lines[0], r.stderr

@@ -89,7 +89,8 @@ def test_detection_log_line(mount_clamfs, clamd):
     line = dets[0]["_line"]
     rx = (r'^clamfs: infected path="sub/eicar\.txt" '
           r'signature="Eicar-Test\.UNOFFICIAL" action=deny event=open '
-          r'pid=(\d+) process="cat" uid=0 user=root cached=no$')
+          r'pid=(\d+) process="cat" uid=0 user="root" cached=no '
+          r'mount="[^"]+"$')
     mt = re.match(rx, line)
     assert mt, line
     assert int(mt.group(1)) == p.pid
@@ -297,7 +298,7 @@ def test_startup_errors(mount_clamfs, clamd):
     ]
     for opts in cases:
         r = run_clamfs_expect_fail(binary, b, mnt, opts)
-        assert r.returncode == 1, (opts, r.returncode, r.stderr)
+        assert r.returncode == 2, (opts, r.returncode, r.stderr)
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         assert len(lines) == 1 and lines[0].startswith("clamfs: "), \
             (opts, r.stderr)

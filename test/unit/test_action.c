@@ -21,6 +21,7 @@
 
 #include "action.h"
 #include "detect.h"
+#include "log.h"
 
 struct dirs {
 	char backend[64];
@@ -169,11 +170,11 @@ static void test_log_quoting(void **state)
 {
 	char buf[128];
 
-	detect_quote(buf, sizeof(buf), "a b");
+	log_quote(buf, sizeof(buf), "a b");
 	assert_string_equal(buf, "\"a b\"");
-	detect_quote(buf, sizeof(buf), "x\n\"y\\");
+	log_quote(buf, sizeof(buf), "x\n\"y\\");
 	assert_string_equal(buf, "\"x\\x0a\\\"y\\\\\"");
-	detect_quote(buf, 8, "abcdefghij");
+	log_quote(buf, 8, "abcdefghij");
 	assert_int_equal(buf[0], '"');
 	assert_int_equal(buf[strlen(buf) - 1], '"');
 	assert_true(strlen(buf) < 8);
