@@ -5,14 +5,17 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include "clamdconf.h"
 #include "clamdproto.h"
 #include "exitcode.h"
+#include "scanq.h"
 
 #define STATS_XATTR "trusted.clamfs.stats"
 
@@ -30,6 +33,94 @@ static bool check_dir(FILE *out, const char *what, const char *path)
 	}
 	fprintf(out, "%s %s: ok\n", what, path);
 	return true;
+}
+
+static const char *size_text(uint64_t v, char *buf, size_t len)
+{
+	if (v == 0)
+		snprintf(buf, len, "unlimited");
+	else if (v % (1 << 20) == 0)
+		snprintf(buf, len, "%" PRIu64 "M", v >> 20);
+	else if (v % 1024 == 0)
+		snprintf(buf, len, "%" PRIu64 "K", v >> 10);
+	else
+		snprintf(buf, len, "%" PRIu64, v);
+	return buf;
+}
+
+/* Whether clamd's limit stops short of the files clamfs sends it. */
+static bool below(uint64_t clamd_limit, uint64_t max_scan_size)
+{
+	return clamd_limit != 0 &&
+	       (max_scan_size == 0 || clamd_limit < max_scan_size);
+}
+
+/*
+ * clamd's own limits against max_scan_size: a file clamfs scans but
+ * clamd will not is refused (INSTREAM) or, worse, skipped and answered
+ * OK, then cached clean. Warnings only: the administrator may mean it.
+ */
+static unsigned int
+check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool unix_socket)
+{
+	uint64_t ours = opts->policy.max_scan_size;
+	struct clamd_limits l;
+	char conf[4096], a[32], b[32];
+	unsigned int bad_line = 0, warnings = 0;
+	bool stream;
+	int ret;
+
+	ret = clamdconf_find(opts->clamd, conf, sizeof(conf));
+	if (ret == -EREMOTE) {
+		fprintf(out, "clamd.conf: clamd is on another host; check its "
+			     "MaxFileSize, MaxScanSize and StreamMaxLength "
+			     "there\n");
+		return 0;
+	}
+	clamdconf_defaults(&l);
+	ret = clamdconf_read(conf, &l, &bad_line);
+	if (ret) {
+		fprintf(out, "clamd.conf %s: %s%s\n", conf,
+			ret == -EINVAL ? "bad size on a line, "
+				       : "cannot be read: ",
+			ret == -EINVAL ? "limits not checked" : strerror(-ret));
+		return 0;
+	}
+	stream = opts->scan_mode == SCAN_MODE_STREAM ||
+		 (opts->scan_mode < 0 && !unix_socket);
+	size_text(ours, b, sizeof(b));
+	if (stream && below(l.stream_max_length, ours)) {
+		fprintf(out,
+			"clamd.conf %s: warning: StreamMaxLength %s is below "
+			"max_scan_size %s: clamd refuses to take files in "
+			"between, and their opens fail (on_error=deny) or are "
+			"served unscanned (on_error=allow)\n",
+			conf, size_text(l.stream_max_length, a, sizeof(a)), b);
+		warnings++;
+	}
+	if (below(l.max_file_size, ours) && !l.alert_exceeds_max) {
+		fprintf(out,
+			"clamd.conf %s: warning: MaxFileSize %s is below "
+			"max_scan_size %s and AlertExceedsMax is no: clamd "
+			"skips larger files and answers OK, so they are "
+			"served unscanned and cached clean; raise MaxFileSize "
+			"or set AlertExceedsMax yes\n",
+			conf, size_text(l.max_file_size, a, sizeof(a)), b);
+		warnings++;
+	}
+	if (below(l.max_scan_size, ours) && !l.alert_exceeds_max) {
+		fprintf(out,
+			"clamd.conf %s: warning: MaxScanSize %s is below "
+			"max_scan_size %s and AlertExceedsMax is no: clamd "
+			"stops scanning past it and answers OK; raise "
+			"MaxScanSize or set AlertExceedsMax yes\n",
+			conf, size_text(l.max_scan_size, a, sizeof(a)), b);
+		warnings++;
+	}
+	if (!warnings)
+		fprintf(out, "clamd.conf %s: limits ok for max_scan_size %s\n",
+			conf, b);
+	return warnings;
 }
 
 /* The exit status clamd's part of --check earns (exitcode.h). */
@@ -75,6 +166,8 @@ static int check_clamd(FILE *out, const struct clamfs_opts *opts)
 		status = EXIT_CONFIG;
 		goto out;
 	}
+	check_clamd_limits(out, opts,
+			   cdp_addr_kind(cdp_pool_addr(pool)) == CDP_ADDR_UNIX);
 	status = EXIT_OK;
 out:
 	cdp_pool_free(pool);
@@ -96,8 +189,7 @@ int cli_check(const struct clamfs_opts *opts, FILE *out)
 		fprintf(out, "config %s: ok\n", opts->config);
 	if (opts->backend && !check_dir(out, "backend", opts->backend))
 		first_failure(&status, EXIT_MOUNT);
-	if (opts->mountpoint &&
-	    !check_dir(out, "mountpoint", opts->mountpoint))
+	if (opts->mountpoint && !check_dir(out, "mountpoint", opts->mountpoint))
 		first_failure(&status, EXIT_MOUNT);
 	if (opts->policy.on_infected == INFECTED_QUARANTINE &&
 	    opts->quarantine_dir) {
@@ -112,17 +204,23 @@ int cli_check(const struct clamfs_opts *opts, FILE *out)
 				opts->quarantine_dir);
 	}
 	first_failure(&status, check_clamd(out, opts));
-	fprintf(out, "%s\n", status == EXIT_OK ? "check passed" : "check FAILED");
+	fprintf(out, "%s\n",
+		status == EXIT_OK ? "check passed" : "check FAILED");
 	return status;
 }
 
 static bool is_gauge(const char *name)
 {
-	static const char *const gauges[] = {
-		"cache_entries", "scans_queued",	"inodes",
-		"uptime_seconds", "scan_latency_p50_us", "scan_latency_p90_us",
-		"scan_latency_p99_us", "clamd_up",	"clamd_db_version",
-		NULL};
+	static const char *const gauges[] = {"cache_entries",
+					     "scans_queued",
+					     "inodes",
+					     "uptime_seconds",
+					     "scan_latency_p50_us",
+					     "scan_latency_p90_us",
+					     "scan_latency_p99_us",
+					     "clamd_up",
+					     "clamd_db_version",
+					     NULL};
 
 	for (int i = 0; gauges[i]; i++)
 		if (strcmp(name, gauges[i]) == 0)
@@ -139,9 +237,9 @@ static void metric_name(const char *in, size_t len, char *out, size_t cap)
 		char c = in[i];
 
 		out[o++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-				   (c >= '0' && c <= '9')
-			   ? c
-			   : '_';
+					   (c >= '0' && c <= '9')
+				   ? c
+				   : '_';
 	}
 	out[o] = '\0';
 }
@@ -179,8 +277,8 @@ void cli_stats_prometheus(const char *text, const char *mount, FILE *out)
 			goto next;
 		}
 		if (strcmp(name, "clamd_db_date") == 0) {
-			snprintf(date, sizeof(date), "%.*s",
-				 (int)(nl - eq - 1), eq + 1);
+			snprintf(date, sizeof(date), "%.*s", (int)(nl - eq - 1),
+				 eq + 1);
 			goto next;
 		}
 		errno = 0;
@@ -191,10 +289,11 @@ void cli_stats_prometheus(const char *text, const char *mount, FILE *out)
 			is_gauge(name) ? "gauge" : "counter", name);
 		label_value(mount, out);
 		fprintf(out, "\"} %llu\n", v);
-next:
+	next:
 		line = *nl ? nl + 1 : nl;
 	}
-	fprintf(out, "# TYPE clamfs_clamd_info gauge\nclamfs_clamd_info{mount=\"");
+	fprintf(out,
+		"# TYPE clamfs_clamd_info gauge\nclamfs_clamd_info{mount=\"");
 	label_value(mount, out);
 	fprintf(out, "\",engine=\"");
 	label_value(engine, out);
@@ -220,9 +319,8 @@ int cli_stats(int argc, char *argv[], FILE *out)
 			mnt = NULL, i = argc; /* two mountpoints: usage */
 	}
 	if (!mnt) {
-		fprintf(stderr,
-			"clamfs: usage: clamfs --stats MOUNTPOINT "
-			"[--prometheus]\n");
+		fprintf(stderr, "clamfs: usage: clamfs --stats MOUNTPOINT "
+				"[--prometheus]\n");
 		return 1;
 	}
 	n = getxattr(mnt, STATS_XATTR, NULL, 0);

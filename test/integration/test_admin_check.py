@@ -115,3 +115,41 @@ def test_check_bad_paths_and_config(admin, clamd):
     assert r.stdout == "", r.stdout
     assert r.stderr.splitlines() == [r.stderr.strip()] and \
         f"{bad}:4:" in r.stderr and "scan_mode" in r.stderr, r.stderr
+
+
+def limits_lines(r):
+    return [l for l in r.stdout.splitlines() if l.startswith("clamd.conf ")]
+
+
+def test_check_warns_about_clamd_limits(admin, clamd_factory):
+    """Debian's clamd.conf limits (25M) below max_scan_size (100M): files in
+    between would be refused (stream) or skipped and called clean."""
+    c = clamd_factory(stream_max="25M", options={"MaxFileSize": "25M",
+                                                 "MaxScanSize": "100M"})
+    # fdpass over the socket: MaxFileSize matters, StreamMaxLength not
+    r = check("-o", f"clamd={c.socket},max_scan_size=100M")
+    assert r.returncode == 0, r
+    lines = limits_lines(r)
+    assert all(c.conf in l for l in lines), lines
+    assert any("MaxFileSize 25M is below max_scan_size 100M" in l and
+               "AlertExceedsMax" in l for l in lines), lines
+    assert not any("StreamMaxLength" in l for l in lines), lines
+    assert not any("MaxScanSize" in l for l in lines), lines
+    # INSTREAM over TCP: StreamMaxLength matters too
+    r = check("-o", f"clamd={c.tcp_addr},max_scan_size=100M")
+    assert r.returncode == 0, r
+    lines = limits_lines(r)
+    assert any("StreamMaxLength 25M is below" in l for l in lines), lines
+    # within clamd's limits: no warning
+    r = check("-o", f"clamd={c.socket},max_scan_size=20M")
+    assert r.returncode == 0, r
+    assert [l for l in limits_lines(r) if "warning" in l] == [], r.stdout
+    assert any("limits ok" in l for l in limits_lines(r)), r.stdout
+
+
+def test_check_alert_exceeds_max_silences_skip_warning(admin, clamd_factory):
+    c = clamd_factory(options={"MaxFileSize": "25M",
+                               "AlertExceedsMax": "yes"})
+    r = check("-o", f"clamd={c.socket},max_scan_size=100M")
+    assert r.returncode == 0, r
+    assert not any("MaxFileSize" in l for l in limits_lines(r)), r.stdout
