@@ -107,6 +107,18 @@ void dbwatch_describe(struct dbwatch *w, char *buf, size_t len)
 	pthread_mutex_unlock(&w->lock);
 }
 
+int dbwatch_up(struct dbwatch *w)
+{
+	int up;
+
+	if (!w)
+		return -1;
+	pthread_mutex_lock(&w->lock);
+	up = w->checked ? w->up : -1;
+	pthread_mutex_unlock(&w->lock);
+	return up;
+}
+
 static void *watch_main(void *arg)
 {
 	struct dbwatch *w = arg;

@@ -42,4 +42,7 @@ void dbwatch_stop(struct dbwatch *w);
  */
 void dbwatch_describe(struct dbwatch *w, char *buf, size_t len);
 
+/* 1 when clamd answered the last check, 0 when not, -1 not known yet. */
+int dbwatch_up(struct dbwatch *w);
+
 #endif

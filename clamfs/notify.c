@@ -21,6 +21,11 @@ void notify_stopping(void)
 {
 	sd_notify(0, "STOPPING=1");
 }
+
+void notify_status(const char *status)
+{
+	sd_notifyf(0, "STATUS=%s", status);
+}
 #else
 void notify_ready(const char *status)
 {
@@ -33,5 +38,10 @@ void notify_reloading(void)
 
 void notify_stopping(void)
 {
+}
+
+void notify_status(const char *status)
+{
+	(void)status;
 }
 #endif

@@ -10,5 +10,7 @@
 void notify_ready(const char *status);
 void notify_reloading(void);
 void notify_stopping(void);
+/* STATUS= only: what `systemctl status` shows under the unit. */
+void notify_status(const char *status);
 
 #endif

@@ -415,8 +415,35 @@ void runtime_drop_cache(struct runtime *rt, const char *why)
 		 why);
 }
 
+/*
+ * What `systemctl status clamfs@share` shows under the unit, refreshed
+ * every STATUS_SECONDS: is clamd there, and what the gate has done.
+ */
+#define STATUS_SECONDS 10
+
+static void notify_live_status(struct runtime *rt)
+{
+	struct stats *st = &rt->fs->stats;
+	char text[512];
+	int up = dbwatch_up(rt->fs->dbwatch);
+
+	snprintf(text, sizeof(text),
+		 "clamd %s; %llu opens checked, %llu scanned, %llu from "
+		 "cache, %llu infected, %llu refused for scan errors",
+		 up > 0	   ? "up"
+		 : up == 0 ? "DOWN"
+			   : "not watched",
+		 (unsigned long long)stats_get(st, STAT_OPENS_CHECKED),
+		 (unsigned long long)stats_get(st, STAT_SCANS_WAITED),
+		 (unsigned long long)stats_get(st, STAT_CACHE_HITS),
+		 (unsigned long long)stats_get(st, STAT_INFECTED),
+		 (unsigned long long)stats_get(st, STAT_ERRORS_DENIED));
+	notify_status(text);
+}
+
 static void *signal_main(void *arg)
 {
+	const struct timespec status_every = {STATUS_SECONDS, 0};
 	struct runtime *rt = arg;
 	char msg[2048];
 	sigset_t set;
@@ -427,8 +454,12 @@ static void *signal_main(void *arg)
 	sigaddset(&set, SIGUSR1);
 	sigaddset(&set, SIGQUIT); /* runtime_free's wake-up call */
 	for (;;) {
-		if (sigwait(&set, &sig) != 0)
+		sig = sigtimedwait(&set, NULL, &status_every);
+		if (sig == -1) {
+			if (errno == EAGAIN)
+				notify_live_status(rt);
 			continue;
+		}
 		if (sig == SIGQUIT)
 			return NULL;
 		if (sig == SIGUSR1)
@@ -606,11 +637,11 @@ static void note_remount_only(const struct clamfs_opts *o,
 		   "negative_timeout");
 	REMOUNT_IF(o->default_permissions != n->default_permissions,
 		   "no_default_permissions");
-	REMOUNT_IF(str_differs(o->quarantine_dir, n->quarantine_dir) ||
-			   (o->policy.on_infected == INFECTED_QUARANTINE) !=
-				   (n->policy.on_infected ==
-				    INFECTED_QUARANTINE),
-		   "quarantine_dir");
+	REMOUNT_IF(
+		str_differs(o->quarantine_dir, n->quarantine_dir) ||
+			(o->policy.on_infected == INFECTED_QUARANTINE) !=
+				(n->policy.on_infected == INFECTED_QUARANTINE),
+		"quarantine_dir");
 	REMOUNT_IF(o->scan_threads != n->scan_threads, "scan_threads");
 	REMOUNT_IF(o->version_check != n->version_check, "version_check");
 #undef REMOUNT_IF
@@ -647,7 +678,8 @@ static void note_policy_changes(const struct clamfs_opts *o,
 		     infected_action_name(op->on_infected),
 		     infected_action_name(np->on_infected));
 	if (op->on_error_allow != np->on_error_allow)
-		note(buf, len, "on_error", op->on_error_allow ? "allow" : "deny",
+		note(buf, len, "on_error",
+		     op->on_error_allow ? "allow" : "deny",
 		     np->on_error_allow ? "allow" : "deny");
 	if (op->deny_errno != np->deny_errno)
 		note(buf, len, "deny_errno",
@@ -660,7 +692,8 @@ static void note_policy_changes(const struct clamfs_opts *o,
 		note(buf, len, "racy_window", num(a, op->racy_window),
 		     num(b, np->racy_window));
 	if (op->oversize_allow != np->oversize_allow)
-		note(buf, len, "oversize", op->oversize_allow ? "allow" : "deny",
+		note(buf, len, "oversize",
+		     op->oversize_allow ? "allow" : "deny",
 		     np->oversize_allow ? "allow" : "deny");
 	if (strv_differs(op->include, op->n_include, np->include,
 			 np->n_include))
@@ -719,8 +752,8 @@ static int build_replacements(struct runtime *rt, struct generation *next,
 	}
 	if (o->cache_entries != n->cache_entries ||
 	    o->cache_ttl != n->cache_ttl) {
-		next->vcache = vcache_new(n->cache_entries, n->cache_ttl, NULL,
-					  NULL);
+		next->vcache =
+			vcache_new(n->cache_entries, n->cache_ttl, NULL, NULL);
 		if (!next->vcache) {
 			snprintf(err, err_len, "no memory for the new cache");
 			return -ENOMEM;
@@ -736,8 +769,7 @@ static int build_replacements(struct runtime *rt, struct generation *next,
 	}
 	if (str_differs(o->infected_cmd, n->infected_cmd) ||
 	    o->infected_cmd_rate != n->infected_cmd_rate) {
-		next->detect = detect_new(n->infected_cmd,
-					  n->infected_cmd_rate,
+		next->detect = detect_new(n->infected_cmd, n->infected_cmd_rate,
 					  rt->mountpoint, &fs->stats);
 		if (!next->detect) {
 			snprintf(err, err_len, "no memory for the new hook");
@@ -847,7 +879,8 @@ int runtime_reload(struct runtime *rt, const char *why, char *msg,
 	if (n->policy.on_infected == INFECTED_QUARANTINE &&
 	    fs->quarantine_fd < 0) {
 		snprintf(err, sizeof(err),
-			 "on_infected=quarantine needs a remount (quarantine_dir "
+			 "on_infected=quarantine needs a remount "
+			 "(quarantine_dir "
 			 "was not open)");
 		ret = -EINVAL;
 		goto rejected;
@@ -860,7 +893,8 @@ int runtime_reload(struct runtime *rt, const char *why, char *msg,
 	if (!changes[0] && !remount[0] && !next->pool && !next->vcache &&
 	    !next->detect) {
 		/* a reload that changes nothing keeps what is in place */
-		snprintf(msg, msg_len, "configuration reloaded (nothing changed)");
+		snprintf(msg, msg_len,
+			 "configuration reloaded (nothing changed)");
 		log_info("%s: %s", why, msg);
 		goto out;
 	}
@@ -868,7 +902,8 @@ int runtime_reload(struct runtime *rt, const char *why, char *msg,
 	publish(rt, g, next, mode);
 	next = NULL;
 	snprintf(msg, msg_len, "configuration reloaded%s%s",
-		 changes[0] ? ": " : "", changes[0] ? changes : " (nothing changed)");
+		 changes[0] ? ": " : "",
+		 changes[0] ? changes : " (nothing changed)");
 	/* said before a lower level could hide it */
 	log_info("%s: %s", why, msg);
 	log_set_level((enum log_level)n->log_level);

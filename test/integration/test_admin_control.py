@@ -218,3 +218,29 @@ def test_exit_statuses(admin, clamd, clamd_factory):
     # --stats of something that is not a clamfs mount
     r = clamfs("--drop-cache", os.path.join(base, "gone"))
     assert r.returncode == EXIT_NOT_MOUNTED, r
+
+
+def test_live_status_for_systemctl(admin, clamd):
+    """STATUS= is refreshed with live figures, and --reload goes through
+    RELOADING=1 ... READY=1 as systemd expects of a notify service."""
+    from adminutil import NotifyListener
+    base, b, mnt = admin.dirs_bm()
+    cfg = cfg_file(os.path.join(base, "share.ini"), b, mnt, clamd.socket)
+    put(os.path.join(b, "e"), clamd.eicar)
+    with NotifyListener(base) as n:
+        m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b,
+                        env_extra={"NOTIFY_SOCKET": n.path})
+        assert try_read(m.m("e")) == ("err", "EACCES")
+        deadline = time.monotonic() + 25 * SLOW
+        live = []
+        while time.monotonic() < deadline and not live:
+            live = [x["text"] for x in n.messages
+                    if "STATUS=clamd up;" in x["text"] and
+                    "1 infected" in x["text"]]
+            time.sleep(0.2)
+        assert live, [x["text"] for x in n.messages]
+        assert all(x["pid"] == m.pid for x in n.messages)
+        r = clamfs("--reload", mnt)
+        assert r.returncode == 0, r
+        assert n.wait_field("RELOADING=1"), n.messages
+        assert len(n.wait_field("READY=1", count=2)) == 2, n.messages
