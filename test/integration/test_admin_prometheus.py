@@ -13,8 +13,12 @@
 #   never sees it missing, empty or cut, no temporary file stays, the mode
 #   is 0644 whatever the umask; a file that cannot be written fails with
 #   one line; an unreadable mount among several is named and fails the
-#   command while the others are still exported.
+#   command while the others are still exported;
+# - the shipped clamfs-prometheus@ service and timer pass
+#   `systemd-analyze verify`, and the service's command, run as systemd
+#   would for a mount, writes a textfile promtool accepts.
 import os
+import shlex
 import stat
 import subprocess
 import threading
@@ -27,6 +31,8 @@ from promutil import (parse_exposition, promtool, promtool_check,
                       run_stats)
 from scanutil import mount_scan, put, stats, try_read
 
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 CLEAN = b"a clean file\n" * 50
 BIG = 1536 * 1024  # over the test clamd's StreamMaxLength of 1M
 
@@ -215,3 +221,57 @@ def test_output_failures(mount_clamfs, clamd, tmp_path):
             fams["clamfs_opens_checked_total"].samples}
     assert mnts == {os.path.realpath(m.mnt)}
     assert sorted(os.listdir(tmp_path)) == ["c.prom"]
+
+
+def unit_keys(text):
+    keys = {}
+    for line in text.splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            keys.setdefault(k.strip(), []).append(v.strip())
+    return keys
+
+
+def test_shipped_timer_writes_textfile(mount_clamfs, clamd, tool, tmp_path):
+    m = stream_mount(mount_clamfs, clamd)
+    exercise(m, clamd)
+    units = tmp_path / "units"
+    units.mkdir()
+    sbindir = os.path.dirname(os.path.realpath(clamfs_bin()))
+    with open(os.path.join(SRC, "etc", "clamfs-prometheus@.service.in")) as f:
+        service = f.read().replace("@CMAKE_INSTALL_FULL_SBINDIR@", sbindir)
+    with open(os.path.join(SRC, "etc", "clamfs-prometheus@.timer")) as f:
+        timer = f.read()
+    (units / "clamfs-prometheus@.service").write_text(service)
+    (units / "clamfs-prometheus@.timer").write_text(timer)
+    mnt = os.path.realpath(m.mnt)
+    inst = subprocess.run(["systemd-escape", "--path", mnt],
+                          capture_output=True, text=True,
+                          check=True).stdout.strip()
+    r = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no",
+         str(units / f"clamfs-prometheus@{inst}.service"),
+         str(units / f"clamfs-prometheus@{inst}.timer")],
+        capture_output=True, text=True, timeout=120 * SLOW, cwd=units)
+    ours = [line for line in (r.stdout + r.stderr).splitlines()
+            if "clamfs-prometheus@" in line]
+    assert r.returncode == 0 and ours == [], r.stdout + r.stderr
+    assert unit_keys(timer)["OnUnitActiveSec"] == ["15s"]
+    assert unit_keys(timer)["WantedBy"] == ["timers.target"]
+    keys = unit_keys(service)
+    assert keys["Type"] == ["oneshot"]
+    assert keys["ReadWritePaths"] == [TEXTFILE_DIR]
+    # the command as systemd runs it for this mount, into a private dir
+    argv = shlex.split(keys["ExecStart"][0])
+    out = tmp_path / "textfile"
+    out.mkdir()
+    argv = [a.replace(TEXTFILE_DIR, str(out)).replace("%i", inst)
+            .replace("%f", mnt) for a in argv]
+    r = subprocess.run(argv, capture_output=True, text=True,
+                       timeout=30 * SLOW)
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r
+    assert os.listdir(out) == [f"clamfs-{inst}.prom"]
+    text = (out / f"clamfs-{inst}.prom").read_text()
+    promtool_check(tool, text)
+    fams = parse_exposition(text)
+    assert fams["clamfs_infected_total"].value(mountpoint=mnt) == 1
