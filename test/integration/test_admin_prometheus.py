@@ -8,7 +8,8 @@
 # - the scan duration histogram is cumulative in le order and its _count
 #   equals clamfs_scans_total;
 # - two mounts make one exposition that passes promtool, each family once,
-#   every series once per mount with distinct mountpoint labels;
+#   every series once per mount with distinct mountpoint labels (and the
+#   plain text has a [mountpoint] line before each mount's lines);
 # - --output replaces the file atomically: a reader polling it meanwhile
 #   never sees it missing, empty or cut, no temporary file stays, the mode
 #   is 0644 whatever the umask; a file that cannot be written fails with
@@ -144,6 +145,12 @@ def test_two_mounts_one_exposition(mount_clamfs, clamd, tool):
     assert fams["clamfs_infected_total"].value(mountpoint=ma) == 1
     assert fams["clamfs_infected_total"].value(mountpoint=mb) == 0
     assert fams["clamfs_opens_checked_total"].value(mountpoint=mb) == 1
+    # the plain text of several mounts: a [mountpoint] line before each
+    r = run_stats(a.mnt, b.mnt)
+    assert r.returncode == 0, r
+    blocks = r.stdout.split("\n\n")
+    assert [b_.splitlines()[0] for b_ in blocks] == [f"[{ma}]", f"[{mb}]"]
+    assert all("scan_duration_count=" in b_ for b_ in blocks)
     # a mount given twice would make every series twice
     r = run_stats("--prometheus", a.mnt, a.mnt + "/")
     assert r.returncode == 1 and r.stdout == "", r
