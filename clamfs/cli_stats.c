@@ -56,11 +56,11 @@ static char *read_stats(const char *path)
 	return NULL;
 }
 
-static void plain(const struct prom_mount *m, size_t n, FILE *out)
+/* With several mounts asked for, a header line before each one's lines. */
+static void plain(const struct prom_mount *m, size_t n, bool headers, FILE *out)
 {
 	for (size_t i = 0; i < n; i++) {
-		/* several mounts: a header line before each one's lines */
-		if (n > 1)
+		if (headers)
 			fprintf(out, "%s[%s]\n", i ? "\n" : "",
 				m[i].mountpoint);
 		fputs(m[i].stats, out);
@@ -73,7 +73,7 @@ static void plain(const struct prom_mount *m, size_t n, FILE *out)
  * textfile collector) sees the old file or the new one, never a part.
  * Returns 0 or negative errno.
  */
-static int write_atomically(const char *path, bool prometheus,
+static int write_atomically(const char *path, bool prometheus, bool headers,
 			    const struct prom_mount *m, size_t n)
 {
 	char *tmp = NULL;
@@ -101,10 +101,12 @@ static int write_atomically(const char *path, bool prometheus,
 		goto out;
 	}
 	fd = -1;
-	if (prometheus)
+	if (prometheus) {
 		ret = prom_render(m, n, f);
-	else
-		plain(m, n, f), ret = ferror(f) ? -EIO : 0;
+	} else {
+		plain(m, n, headers, f);
+		ret = ferror(f) ? -EIO : 0;
+	}
 	if (ret)
 		goto out;
 	if (fflush(f) == EOF || fsync(fileno(f)) == -1) {
@@ -140,7 +142,7 @@ int cli_stats(int argc, char *argv[], FILE *out)
 {
 	struct prom_mount *mounts = NULL;
 	const char *output = NULL;
-	bool prometheus = false;
+	bool prometheus = false, headers;
 	size_t n = 0, nread = 0;
 	int ret = 1, err;
 
@@ -191,21 +193,18 @@ int cli_stats(int argc, char *argv[], FILE *out)
 				errno == ENODATA || errno == ENOTSUP
 					? "not a clamfs mount, or not root"
 					: strerror(errno));
+			free((char *)mounts[i].mountpoint);
 			ret = 1;
 			continue;
 		}
-		mounts[nread].stats = text;
-		if (nread != i) {
-			/* keep the label with its text */
-			const char *l = mounts[nread].mountpoint;
-
-			mounts[nread].mountpoint = mounts[i].mountpoint;
-			mounts[i].mountpoint = l;
-		}
-		nread++;
+		mounts[nread].mountpoint = mounts[i].mountpoint;
+		mounts[nread++].stats = text;
 	}
+	headers = n > 1;
+	n = nread;
 	if (output) {
-		err = write_atomically(output, prometheus, mounts, nread);
+		err = write_atomically(output, prometheus, headers, mounts,
+				       nread);
 		if (err) {
 			fprintf(stderr, "clamfs: %s: %s\n", output,
 				strerror(-err));
@@ -215,7 +214,7 @@ int cli_stats(int argc, char *argv[], FILE *out)
 		if (prom_render(mounts, nread, out))
 			ret = 1;
 	} else {
-		plain(mounts, nread, out);
+		plain(mounts, nread, headers, out);
 	}
 out:
 	for (size_t i = 0; mounts && i < n; i++) {

@@ -228,6 +228,10 @@ def test_output_failures(mount_clamfs, clamd, tmp_path):
             fams["clamfs_opens_checked_total"].samples}
     assert mnts == {os.path.realpath(m.mnt)}
     assert sorted(os.listdir(tmp_path)) == ["c.prom"]
+    # the plain text keeps its [mountpoint] line with one mount left
+    r = run_stats(str(tmp_path), m.mnt)
+    assert r.returncode == 1, r
+    assert r.stdout.splitlines()[0] == f"[{os.path.realpath(m.mnt)}]", r
 
 
 def unit_keys(text):
