@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * --check and --stats.
+ * --check (--stats is in cli_stats.c).
  */
 #include "cli.h"
 
@@ -10,14 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 
 #include "clamdconf.h"
 #include "clamdproto.h"
 #include "exitcode.h"
 #include "scanq.h"
-
-#define STATS_XATTR "trusted.clamfs.stats"
 
 static bool check_dir(FILE *out, const char *what, const char *path)
 {
@@ -195,151 +192,16 @@ int cli_check(const struct clamfs_opts *opts, FILE *out)
 	    opts->quarantine_dir) {
 		struct stat st;
 
-		if (stat(opts->quarantine_dir, &st) == 0 &&
-		    !check_dir(out, "quarantine_dir", opts->quarantine_dir))
-			first_failure(&status, EXIT_CONFIG);
-		else
+		if (stat(opts->quarantine_dir, &st) != 0)
 			fprintf(out,
 				"quarantine_dir %s: will be created (0700)\n",
 				opts->quarantine_dir);
+		else if (!check_dir(out, "quarantine_dir",
+				    opts->quarantine_dir))
+			first_failure(&status, EXIT_CONFIG);
 	}
 	first_failure(&status, check_clamd(out, opts));
 	fprintf(out, "%s\n",
 		status == EXIT_OK ? "check passed" : "check FAILED");
 	return status;
-}
-
-static bool is_gauge(const char *name)
-{
-	static const char *const gauges[] = {"cache_entries",
-					     "scans_queued",
-					     "inodes",
-					     "uptime_seconds",
-					     "scan_latency_p50_us",
-					     "scan_latency_p90_us",
-					     "scan_latency_p99_us",
-					     "clamd_up",
-					     "clamd_db_version",
-					     NULL};
-
-	for (int i = 0; gauges[i]; i++)
-		if (strcmp(name, gauges[i]) == 0)
-			return true;
-	return false;
-}
-
-/* Metric names allow [a-zA-Z0-9_]: "size-limit" becomes "size_limit". */
-static void metric_name(const char *in, size_t len, char *out, size_t cap)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < len && o + 1 < cap; i++) {
-		char c = in[i];
-
-		out[o++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-					   (c >= '0' && c <= '9')
-				   ? c
-				   : '_';
-	}
-	out[o] = '\0';
-}
-
-static void label_value(const char *in, FILE *out)
-{
-	for (; *in; in++) {
-		if (*in == '\\' || *in == '"')
-			fputc('\\', out);
-		if (*in == '\n')
-			fputs("\\n", out);
-		else
-			fputc(*in, out);
-	}
-}
-
-void cli_stats_prometheus(const char *text, const char *mount, FILE *out)
-{
-	const char *line = text;
-	char engine[64] = "unknown", date[128] = "none";
-
-	while (*line) {
-		const char *eq = strchr(line, '='), *nl = strchr(line, '\n');
-		char name[128], *end;
-		unsigned long long v;
-
-		if (!nl)
-			nl = line + strlen(line);
-		if (!eq || eq > nl)
-			goto next;
-		metric_name(line, (size_t)(eq - line), name, sizeof(name));
-		if (strcmp(name, "clamd_engine") == 0) {
-			snprintf(engine, sizeof(engine), "%.*s",
-				 (int)(nl - eq - 1), eq + 1);
-			goto next;
-		}
-		if (strcmp(name, "clamd_db_date") == 0) {
-			snprintf(date, sizeof(date), "%.*s", (int)(nl - eq - 1),
-				 eq + 1);
-			goto next;
-		}
-		errno = 0;
-		v = strtoull(eq + 1, &end, 10);
-		if (end != nl || errno)
-			goto next; /* not a number: not a metric */
-		fprintf(out, "# TYPE clamfs_%s %s\nclamfs_%s{mount=\"", name,
-			is_gauge(name) ? "gauge" : "counter", name);
-		label_value(mount, out);
-		fprintf(out, "\"} %llu\n", v);
-	next:
-		line = *nl ? nl + 1 : nl;
-	}
-	fprintf(out,
-		"# TYPE clamfs_clamd_info gauge\nclamfs_clamd_info{mount=\"");
-	label_value(mount, out);
-	fprintf(out, "\",engine=\"");
-	label_value(engine, out);
-	fprintf(out, "\",db_date=\"");
-	label_value(date, out);
-	fprintf(out, "\"} 1\n");
-}
-
-int cli_stats(int argc, char *argv[], FILE *out)
-{
-	bool prometheus = false;
-	const char *mnt = NULL;
-	char *buf = NULL;
-	ssize_t n;
-	int ret = 1;
-
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "--prometheus") == 0)
-			prometheus = true;
-		else if (!mnt)
-			mnt = argv[i];
-		else
-			mnt = NULL, i = argc; /* two mountpoints: usage */
-	}
-	if (!mnt) {
-		fprintf(stderr, "clamfs: usage: clamfs --stats MOUNTPOINT "
-				"[--prometheus]\n");
-		return 1;
-	}
-	n = getxattr(mnt, STATS_XATTR, NULL, 0);
-	if (n > 0 && (buf = malloc((size_t)n + 1)))
-		n = getxattr(mnt, STATS_XATTR, buf, (size_t)n);
-	if (n < 0 || !buf) {
-		fprintf(stderr, "clamfs: %s: %s\n", mnt,
-			errno == ENODATA || errno == ENOTSUP
-				? "not a clamfs mount, or not root"
-				: strerror(errno));
-		goto out;
-	}
-	buf[n] = '\0';
-	if (prometheus)
-		cli_stats_prometheus(buf, mnt, out);
-	else
-		fputs(buf, out);
-	ret = 0;
-out:
-	free(buf);
-	return ret;
 }

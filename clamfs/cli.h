@@ -17,12 +17,9 @@
 int cli_check(const struct clamfs_opts *opts, FILE *out);
 
 /*
- * clamfs --stats MOUNTPOINT [--prometheus]: argv after "--stats".
- * Returns the exit status.
+ * clamfs --stats [--prometheus] [--output FILE] MOUNTPOINT...: argv after
+ * "--stats" (cli_stats.c). Returns the exit status.
  */
 int cli_stats(int argc, char *argv[], FILE *out);
-
-/* Turns "name=value" lines into Prometheus text format for mount. */
-void cli_stats_prometheus(const char *text, const char *mount, FILE *out);
 
 #endif

@@ -25,40 +25,22 @@
 static void reply_stats(fuse_req_t req, size_t size)
 {
 	struct clamfs_fs *fs = req_fs(req);
-	struct vcache_counters vc;
-	struct scanq_counters qc;
-	char extra[1024], clamd[512], *buf;
+	struct stats_sample x = {0};
 	struct generation *pin;
 	struct timespec now;
+	char clamd[512], *buf;
 	size_t need;
-	int n;
 
 	pin = fs_pin(fs);
-	vcache_counters(fs_vcache(fs), &vc);
+	vcache_counters(fs_vcache(fs), &x.vc);
 	fs_unpin(pin);
-	scanq_counters(fs->scanq, &qc);
+	scanq_counters(fs->scanq, &x.qc);
 	dbwatch_describe(fs->dbwatch, clamd, sizeof(clamd));
+	x.clamd = clamd;
+	x.inodes = itab_count(fs->itab);
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	n = snprintf(extra, sizeof(extra),
-		 "cache_hits=%llu\ncache_misses=%llu\ncache_evictions=%llu\n"
-		 "cache_entries=%llu\nscans=%llu\nscans_joined=%llu\n"
-		 "scan_retries=%llu\nscans_cancelled=%llu\nscans_queued=%u\n"
-		 "scans_expired=%llu\nscans_rejected=%llu\ninodes=%zu\n",
-		 (unsigned long long)vc.hits, (unsigned long long)vc.misses,
-		 (unsigned long long)vc.evictions,
-		 (unsigned long long)vc.entries, (unsigned long long)qc.scans,
-		 (unsigned long long)qc.joined, (unsigned long long)qc.retries,
-		 (unsigned long long)qc.cancelled, qc.queued,
-		 (unsigned long long)qc.expired, (unsigned long long)qc.rejected,
-		 itab_count(fs->itab));
-	snprintf(extra + n, sizeof(extra) - (size_t)n,
-		 "scan_latency_p50_us=%llu\nscan_latency_p90_us=%llu\n"
-		 "scan_latency_p99_us=%llu\nuptime_seconds=%lld\n%s",
-		 (unsigned long long)scanq_latency_quantile(&qc, 0.5),
-		 (unsigned long long)scanq_latency_quantile(&qc, 0.9),
-		 (unsigned long long)scanq_latency_quantile(&qc, 0.99),
-		 (long long)(now.tv_sec - fs->started.tv_sec), clamd);
-	need = stats_render(&fs->stats, extra, NULL, 0);
+	x.uptime_seconds = (long long)(now.tv_sec - fs->started.tv_sec);
+	need = stats_render(&fs->stats, &x, NULL, 0);
 	if (size == 0) {
 		fuse_reply_xattr(req, need);
 		return;
@@ -72,7 +54,7 @@ static void reply_stats(fuse_req_t req, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	stats_render(&fs->stats, extra, buf, need + 1);
+	stats_render(&fs->stats, &x, buf, need + 1);
 	fuse_reply_buf(req, buf, need);
 	free(buf);
 }

@@ -117,6 +117,12 @@ void fs_unpin(struct generation *g)
 	}
 }
 
+/* The scan queue reports each scan's duration for the histogram. */
+static void observe_scan(void *stats, uint64_t usec)
+{
+	stats_observe_scan(stats, usec);
+}
+
 /* The scan queue's hold on the pool a scan runs on (scanq_config). */
 static void *hold_generation(void *fs)
 {
@@ -541,6 +547,8 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	qcfg.hold = hold_generation;
 	qcfg.release = release_generation;
 	qcfg.hold_arg = rt->fs;
+	qcfg.observe = observe_scan;
+	qcfg.observe_arg = &rt->fs->stats;
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
 	if (ret)
 		return ret;

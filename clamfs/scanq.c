@@ -412,6 +412,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	struct scanq_config cfg;
 	struct scanq_scan s;
 	void *held = NULL;
+	bool asked = false;
 
 	pthread_mutex_lock(&q->lock);
 	cfg = q->cfg;
@@ -447,6 +448,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	pthread_mutex_lock(&q->lock);
 	q->counters.scans++;
 	pthread_mutex_unlock(&q->lock);
+	asked = true;
 	cfg.scan(&s, &out->res);
 	/* a broken connection gets one immediate retry within the deadline */
 	s.timeout_ms = left_ms(job);
@@ -461,31 +463,9 @@ out:
 	if (cfg.release)
 		cfg.release(held);
 	out->usec = now_usec() - start;
-}
-
-static void record_latency(struct scanq_counters *c, uint64_t usec)
-{
-	unsigned int b = 0;
-
-	while (b + 1 < SCANQ_LATENCY_BUCKETS && usec >= (1ULL << b))
-		b++;
-	c->latency_log2_us[b]++;
-}
-
-uint64_t scanq_latency_quantile(const struct scanq_counters *c, double q)
-{
-	uint64_t total = 0, seen = 0;
-
-	for (int b = 0; b < SCANQ_LATENCY_BUCKETS; b++)
-		total += c->latency_log2_us[b];
-	if (total == 0)
-		return 0;
-	for (int b = 0; b < SCANQ_LATENCY_BUCKETS; b++) {
-		seen += c->latency_log2_us[b];
-		if ((double)seen >= q * (double)total)
-			return 1ULL << b;
-	}
-	return 1ULL << (SCANQ_LATENCY_BUCKETS - 1);
+	/* before finish(): whoever got the verdict sees the scan counted */
+	if (asked && cfg.observe)
+		cfg.observe(cfg.observe_arg, out->usec);
 }
 
 static void *scanner_main(void *arg)
@@ -516,8 +496,6 @@ static void *scanner_main(void *arg)
 		unmap(job);
 		if (outcome.res.cat == CDP_ERR_CANCELLED)
 			q->counters.cancelled++;
-		else
-			record_latency(&q->counters, outcome.usec);
 		pthread_mutex_unlock(&q->lock);
 		finish(job, &outcome);
 	}

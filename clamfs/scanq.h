@@ -136,6 +136,14 @@ struct scanq_config {
 	void *(*hold)(void *hold_arg);
 	void (*release)(void *token);
 	void *hold_arg;
+	/*
+	 * Optional: told how long each scan clamd was asked to do took (as
+	 * scan_outcome.usec), once it ended, on the scanner thread and
+	 * outside the queue's lock; also for a scan cancelled midway. So the
+	 * number of calls equals scanq_counters.scans once the queue is idle.
+	 */
+	void (*observe)(void *observe_arg, uint64_t usec);
+	void *observe_arg;
 };
 
 struct scanq;
@@ -200,8 +208,6 @@ void scanq_interrupt(struct scan_waiter *w);
 /* Whether the waiter was interrupted (for done() to choose EINTR). */
 bool scanq_waiter_interrupted(const struct scan_waiter *w);
 
-#define SCANQ_LATENCY_BUCKETS 40
-
 struct scanq_counters {
 	uint64_t scans;	  /* scans sent to clamd */
 	uint64_t joined;  /* submits that joined a scan in flight */
@@ -210,13 +216,7 @@ struct scanq_counters {
 	uint64_t expired;    /* deadline passed while still queued */
 	uint64_t rejected;   /* submits refused: the uid's queue was full */
 	unsigned int queued; /* waiting for a scanner thread now */
-	/* scans by duration: [i] counts those under 2^i microseconds */
-	uint64_t latency_log2_us[SCANQ_LATENCY_BUCKETS];
 };
-
-/* The duration under which fraction q (0..1) of the scans finished, in
- * microseconds (an upper bound: a power of two); 0 when none ran. */
-uint64_t scanq_latency_quantile(const struct scanq_counters *c, double q);
 
 void scanq_counters(struct scanq *q, struct scanq_counters *out);
 

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Names and text rendering of the gate's counters.
+ * Names and text rendering of the gate's counters, and the scan duration
+ * histogram.
  */
 #include "stats.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -32,6 +34,12 @@ static const char *const names[STAT_COUNT] = {
 	[STAT_WRITES] = "daemon_writes",
 };
 
+static const uint64_t scan_bounds_us[STATS_SCAN_BUCKETS] = {
+	500,	 1000,	   2500,     5000,     10000,	  25000,
+	50000,	 100000,   250000,   500000,   1000000,	  2500000,
+	5000000, 10000000, 30000000, 60000000, 120000000,
+};
+
 const char *stats_name(enum stat_counter c)
 {
 	return names[c];
@@ -49,6 +57,70 @@ void stats_set_passthrough(struct stats *s, const char *state)
 	atomic_store(&s->passthrough, state);
 }
 
+uint64_t stats_scan_bound_us(unsigned int i)
+{
+	return i < STATS_SCAN_BUCKETS ? scan_bounds_us[i] : UINT64_MAX;
+}
+
+void stats_observe_scan(struct stats *s, uint64_t usec)
+{
+	unsigned int b = 0;
+
+	/* a handful of compares: cheaper than the scan by far */
+	while (b < STATS_SCAN_BUCKETS && usec > scan_bounds_us[b])
+		b++;
+	atomic_fetch_add_explicit(&s->scan_le[b], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->scan_sum_us, usec, memory_order_relaxed);
+}
+
+/*
+ * The buckets as cumulative counts, one load each: scans ending meanwhile
+ * may be in some and not in others, but the counts never decrease and
+ * the last one is the count (what Prometheus needs).
+ */
+static void scan_snapshot(struct stats *s, uint64_t cum[STATS_SCAN_BUCKETS + 1])
+{
+	uint64_t total = 0;
+
+	for (int i = 0; i <= STATS_SCAN_BUCKETS; i++) {
+		total += atomic_load_explicit(&s->scan_le[i],
+					      memory_order_relaxed);
+		cum[i] = total;
+	}
+}
+
+static uint64_t quantile(const uint64_t cum[STATS_SCAN_BUCKETS + 1], double q)
+{
+	uint64_t total = cum[STATS_SCAN_BUCKETS];
+
+	if (total == 0)
+		return 0;
+	for (int i = 0; i < STATS_SCAN_BUCKETS; i++)
+		if ((double)cum[i] >= q * (double)total)
+			return scan_bounds_us[i];
+	return scan_bounds_us[STATS_SCAN_BUCKETS - 1];
+}
+
+uint64_t stats_scan_quantile(struct stats *s, double q)
+{
+	uint64_t cum[STATS_SCAN_BUCKETS + 1];
+
+	scan_snapshot(s, cum);
+	return quantile(cum, q);
+}
+
+/* Microseconds as decimal seconds without trailing zeros: "0.0025". */
+static void seconds(char *out, size_t len, uint64_t us)
+{
+	int n = snprintf(out, len, "%" PRIu64 ".%06" PRIu64, us / 1000000,
+			 us % 1000000);
+
+	while (n > 0 && (size_t)n < len && out[n - 1] == '0')
+		out[--n] = '\0';
+	if (n > 0 && (size_t)n < len && out[n - 1] == '.')
+		out[--n] = '\0';
+}
+
 /* snprintf that keeps counting past the end of buf. */
 static size_t put(char *buf, size_t len, size_t used, const char *fmt, ...)
 {
@@ -62,10 +134,36 @@ static size_t put(char *buf, size_t len, size_t used, const char *fmt, ...)
 	return used + (n > 0 ? (size_t)n : 0);
 }
 
-size_t stats_render(struct stats *s, const char *extra, char *buf,
+static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
+			    size_t used)
+{
+	const struct vcache_counters *vc = &x->vc;
+	const struct scanq_counters *qc = &x->qc;
+
+	used = put(buf, len, used,
+		   "cache_hits=%" PRIu64 "\ncache_misses=%" PRIu64
+		   "\ncache_evictions=%" PRIu64 "\ncache_entries=%" PRIu64 "\n",
+		   vc->hits, vc->misses, vc->evictions, vc->entries);
+	used = put(buf, len, used,
+		   "scans=%" PRIu64 "\nscans_joined=%" PRIu64
+		   "\nscan_retries=%" PRIu64 "\nscans_cancelled=%" PRIu64
+		   "\nscans_queued=%u\nscans_expired=%" PRIu64
+		   "\nscans_rejected=%" PRIu64 "\n",
+		   qc->scans, qc->joined, qc->retries, qc->cancelled,
+		   qc->queued, qc->expired, qc->rejected);
+	used = put(buf, len, used, "inodes=%zu\nuptime_seconds=%lld\n",
+		   x->inodes, x->uptime_seconds);
+	if (x->clamd)
+		used = put(buf, len, used, "%s", x->clamd);
+	return used;
+}
+
+size_t stats_render(struct stats *s, const struct stats_sample *x, char *buf,
 		    size_t len)
 {
+	uint64_t cum[STATS_SCAN_BUCKETS + 1];
 	size_t used = 0;
+	char le[32];
 
 	for (int i = 0; i < STAT_COUNT; i++)
 		used = put(buf, len, used, "%s=%llu\n", names[i],
@@ -77,7 +175,27 @@ size_t stats_render(struct stats *s, const char *extra, char *buf,
 	used = put(buf, len, used, "passthrough=%s\n",
 		   atomic_load(&s->passthrough) ? atomic_load(&s->passthrough)
 						: "off");
-	if (extra)
-		used = put(buf, len, used, "%s", extra);
+	scan_snapshot(s, cum);
+	for (int i = 0; i < STATS_SCAN_BUCKETS; i++) {
+		seconds(le, sizeof(le), scan_bounds_us[i]);
+		used = put(buf, len, used, "scan_duration_le_%s=%" PRIu64 "\n",
+			   le, cum[i]);
+	}
+	used = put(buf, len, used,
+		   "scan_duration_le_+Inf=%" PRIu64
+		   "\nscan_duration_sum_us=%" PRIu64
+		   "\nscan_duration_count=%" PRIu64 "\n",
+		   cum[STATS_SCAN_BUCKETS],
+		   (uint64_t)atomic_load_explicit(&s->scan_sum_us,
+						  memory_order_relaxed),
+		   cum[STATS_SCAN_BUCKETS]);
+	/* for people: Prometheus computes quantiles from the buckets */
+	used = put(buf, len, used,
+		   "scan_latency_p50_us=%" PRIu64
+		   "\nscan_latency_p90_us=%" PRIu64
+		   "\nscan_latency_p99_us=%" PRIu64 "\n",
+		   quantile(cum, 0.5), quantile(cum, 0.9), quantile(cum, 0.99));
+	if (x)
+		used = render_sample(x, buf, len, used);
 	return used;
 }

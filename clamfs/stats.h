@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Counters of what the scan gate did, bumped lock-free on the open path
- * and rendered as key=value text for `clamfs --stats` and the tests.
+ * Counters of what the scan gate did and the histogram of scan durations,
+ * bumped lock-free on the open path and the scanner threads, and rendered
+ * as key=value text for `clamfs --stats` (prom.c turns it into Prometheus
+ * text) and the tests.
  */
 #ifndef CLAMFS_STATS_H
 #define CLAMFS_STATS_H
@@ -11,6 +13,8 @@
 #include <stdint.h>
 
 #include "clamdproto.h"
+#include "scanq.h"
+#include "vcache.h"
 
 enum stat_counter {
 	STAT_OPENS_CHECKED, /* opens that went through the gate */
@@ -38,8 +42,18 @@ enum stat_counter {
 	STAT_COUNT
 };
 
+/*
+ * Upper bounds of the scan duration buckets, in microseconds (0.5 ms to
+ * 2 min: a small file over a UNIX socket takes about a millisecond, a big
+ * archive up to the scan timeout), plus one bucket for longer scans.
+ */
+#define STATS_SCAN_BUCKETS 17
+
 struct stats {
 	atomic_uint_fast64_t c[STAT_COUNT];
+	/* scans by duration: [i] those up to bound i, [last] the longer */
+	atomic_uint_fast64_t scan_le[STATS_SCAN_BUCKETS + 1];
+	atomic_uint_fast64_t scan_sum_us;
 	atomic_uint_fast64_t errors[CDP_ERR_LOCAL + 1]; /* by category */
 	const char *_Atomic passthrough; /* "on", or "off (why)" */
 };
@@ -61,11 +75,39 @@ const char *stats_name(enum stat_counter c);
 /* Whether opens use kernel passthrough; state must be a static string. */
 void stats_set_passthrough(struct stats *s, const char *state);
 
+/* One scan clamd was asked to do took usec microseconds. */
+void stats_observe_scan(struct stats *s, uint64_t usec);
+
 /*
- * Renders every counter as "name=value\n" lines into buf, including the
- * extra lines in extra (may be NULL). Returns the length it needed.
+ * The upper bound of scan duration bucket i (< STATS_SCAN_BUCKETS) in
+ * microseconds.
  */
-size_t stats_render(struct stats *s, const char *extra, char *buf,
+uint64_t stats_scan_bound_us(unsigned int i);
+
+/*
+ * The duration under which fraction q (0..1) of the scans finished, in
+ * microseconds: the bound of the bucket it falls in (the largest bound
+ * for longer scans); 0 when none ran.
+ */
+uint64_t stats_scan_quantile(struct stats *s, double q);
+
+/* Figures other modules keep, sampled for one rendering. */
+struct stats_sample {
+	struct vcache_counters vc;
+	struct scanq_counters qc;
+	size_t inodes;
+	long long uptime_seconds;
+	const char *clamd; /* dbwatch_describe()'s lines, or NULL */
+};
+
+/*
+ * Renders every figure as "name=value\n" lines into buf: the counters,
+ * the scan duration histogram as cumulative counts ("scan_duration_le_B"
+ * for each bound B in seconds and "scan_duration_le_+Inf"), its sum in
+ * microseconds and its count, and what x holds (may be NULL). Returns the
+ * length it needed. Every key needs a row in prom.c's table.
+ */
+size_t stats_render(struct stats *s, const struct stats_sample *x, char *buf,
 		    size_t len);
 
 #endif

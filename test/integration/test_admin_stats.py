@@ -1,28 +1,20 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # `clamfs --stats MOUNTPOINT [--prometheus]`: the live counters of a running
 # mount match exactly the opens this test performed; the Prometheus text
-# format parses (TYPE before each sample, valid names, one mount label,
-# numbers) and carries the same values plus clamfs_clamd_info; a directory
+# format parses (HELP and TYPE once before each family, valid names, a
+# mountpoint label on every series, numbers), carries the same values in
+# conventional names plus clamfs_clamd_info, and exports every numeric key
+# (test_admin_prometheus.py runs promtool on it); a directory
 # that is not a clamfs mount, a missing argument, and a user who is not
-# root get exit status 1 and one line.
+# root get exit status 5 (2 for usage) and one line.
 import os
-import re
-import subprocess
 
 from fsutil import SLOW, UID_A, GID_A
-from mount_fixture import clamfs_bin
+from promutil import parse_exposition, run_stats
 from scanutil import mount_scan, put, try_read
 
 CLEAN_A = b"first clean file\n" * 100
 CLEAN_B = b"second clean file\n"
-
-NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-
-
-def run_stats(*args, prefix=()):
-    return subprocess.run(list(prefix) + [clamfs_bin(), "--stats"] +
-                          list(args), capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=30 * SLOW)
 
 
 def parse_plain(text):
@@ -81,38 +73,21 @@ def test_stats_match_operations(mount_clamfs, clamd):
     assert p99 < 10_000_000 * SLOW, s
 
 
-def parse_prometheus(text, mnt):
-    """{metric: (type, value, labels)}; asserts the format as it goes."""
-    types = {}
-    samples = {}
-    label_re = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-    for line in text.splitlines():
-        assert line == line.strip() and line, f"blank/space: {line!r}"
-        if line.startswith("#"):
-            parts = line.split()
-            if parts[1] == "TYPE":
-                assert len(parts) == 4, line
-                assert NAME.match(parts[2]), line
-                assert parts[3] in ("counter", "gauge"), line
-                assert parts[2] not in types, f"TYPE twice: {line}"
-                types[parts[2]] = parts[3]
-            else:
-                assert parts[1] == "HELP", line
-            continue
-        mt = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$", line)
-        assert mt, f"not a sample: {line!r}"
-        name, labels_s, value = mt.groups()
-        assert name.startswith("clamfs_"), line
-        assert name in types, f"sample before its TYPE line: {line}"
-        assert name not in samples, f"{name} twice"
-        labels = dict(label_re.findall(labels_s))
-        assert ",".join(f'{k}="{v}"' for k, v in labels.items()) == \
-            labels_s, line
-        assert labels.get("mount") == mnt, line
-        float(value)  # a number
-        samples[name] = (types[name], value, labels)
-    assert set(types) == set(samples), "TYPE without samples"
-    return samples
+# The same operations as Prometheus series: family -> {labels: value}
+# (labels besides mountpoint, as a sorted tuple).
+EXPECTED_PROM = {
+    "clamfs_opens_checked_total": 7, "clamfs_opens_empty_total": 1,
+    "clamfs_opens_scanned_total": 3, "clamfs_opens_cache_hit_total": 3,
+    "clamfs_infected_total": 2, "clamfs_opens_denied_total": 2,
+    "clamfs_scans_total": 3, "clamfs_cache_entries": 3,
+    "clamfs_cache_hits_total": 3, "clamfs_cache_misses_total": 3,
+    "clamfs_cache_evictions_total": 0, "clamfs_cache_clears_total": 0,
+    "clamfs_opens_excluded_total": 0, "clamfs_opens_interrupted_total": 0,
+    "clamfs_quarantined_total": 0, "clamfs_deleted_total": 0,
+    "clamfs_scans_queued": 0, "clamfs_scans_cancelled_total": 0,
+    "clamfs_scans_expired_total": 0, "clamfs_scans_rejected_total": 0,
+    "clamfs_clamd_up": 1,
+}
 
 
 def test_stats_prometheus(mount_clamfs, clamd):
@@ -121,26 +96,31 @@ def test_stats_prometheus(mount_clamfs, clamd):
     r = run_stats(m.mnt, "--prometheus")
     assert r.returncode == 0, r
     assert r.stderr == ""
-    samples = parse_prometheus(r.stdout, m.mnt)
+    fams = parse_exposition(r.stdout)
+    mnt = os.path.realpath(m.mnt)
+    for name, v in EXPECTED_PROM.items():
+        assert fams[name].value(mountpoint=mnt) == v, (name, fams[name])
+    assert fams["clamfs_opens_scan_error_total"].value(
+        decision="denied") == 0
+    assert set(fams["clamfs_scan_errors_total"].series()) == {"0"}
+    for name in ("clamfs_opens_checked_total", "clamfs_scans_total",
+                 "clamfs_infected_total", "clamfs_cache_hits_total"):
+        assert fams[name].type == "counter", name
+    for name in ("clamfs_cache_entries", "clamfs_uptime_seconds",
+                 "clamfs_clamd_up", "clamfs_inodes"):
+        assert fams[name].type == "gauge", name
+    assert fams["clamfs_scan_duration_seconds"].type == "histogram"
+    info = fams["clamfs_clamd_info"]
+    assert info.type == "gauge" and info.value() == 1
+    assert info.samples[0][1]["engine"] == "1.4.6", info.samples
+    # every numeric key of the plain text is one series, save the human
+    # quantiles: a key prom.c's table lacks would be missing here
     plain = parse_plain(run_stats(m.mnt).stdout)
-    for k, v in EXPECTED.items():
-        assert samples[f"clamfs_{k}"][1] == str(v), (k, samples.get(k))
-    # every numeric plain counter is exported with the same name
-    # (names sanitized: "errors_size-limit" becomes errors_size_limit)
-    for k, v in plain.items():
-        if v.isdigit():
-            name = "clamfs_" + re.sub(r"[^a-zA-Z0-9_]", "_", k)
-            assert name in samples, k
-            if k != "uptime_seconds":
-                assert samples[name][1] == v, (k, v, samples[name])
-    for k in ("opens_checked", "scans", "infected", "cache_hits"):
-        assert samples[f"clamfs_{k}"][0] == "counter", k
-    for k in ("cache_entries", "uptime_seconds", "clamd_up",
-              "scan_latency_p50_us"):
-        assert samples[f"clamfs_{k}"][0] == "gauge", k
-    info = samples["clamfs_clamd_info"]
-    assert info[0] == "gauge" and info[1] == "1"
-    assert info[2]["engine"] == "1.4.6", info
+    numeric = [k for k, v in plain.items() if v.isdigit()
+               and not k.startswith("scan_latency_p")]
+    series = sum(len(f.samples) for f in fams.values()
+                 if not f.name.endswith("_info"))
+    assert series == len(numeric), (len(numeric), series)
 
 
 def test_stats_prometheus_escapes_mount_label(mount_clamfs, clamd):
@@ -150,36 +130,38 @@ def test_stats_prometheus_escapes_mount_label(mount_clamfs, clamd):
     m = mount_clamfs(mnt=mnt, opts=[f"clamd={clamd.socket}"])
     r = run_stats(m.mnt, "--prometheus")
     assert r.returncode == 0, r
-    samples = parse_prometheus(r.stdout, mnt.replace("\\", "\\\\")
-                               .replace('"', '\\"'))
-    assert "clamfs_opens_checked" in samples
+    assert '{mountpoint="' + os.path.realpath(mnt).replace(
+        "\\", "\\\\").replace('"', '\\"') + '"}' in r.stdout
+    fams = parse_exposition(r.stdout)
+    assert fams["clamfs_opens_checked_total"].samples[0][1] == {
+        "mountpoint": os.path.realpath(mnt)}
 
 
 def test_stats_refusals(mount_clamfs, clamd, tmp_path):
     m = mount_scan(mount_clamfs, clamd)
     # not a clamfs mount
     r = run_stats(str(tmp_path))
-    assert r.returncode == 1, r
+    assert r.returncode == 5, r
     assert r.stdout == ""
     assert len(r.stderr.splitlines()) == 1 and \
         r.stderr.startswith("clamfs: "), r.stderr
     assert str(tmp_path) in r.stderr
     # a missing path
     r = run_stats(str(tmp_path / "nope"))
-    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r
+    assert r.returncode == 5 and len(r.stderr.splitlines()) == 1, r
     # no argument
     r = run_stats()
-    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r
     # root only: an unprivileged user gets nothing
     r = run_stats(m.mnt, prefix=["setpriv", f"--reuid={UID_A}",
                                  f"--regid={GID_A}", "--clear-groups", "--"])
-    assert r.returncode == 1, r
+    assert r.returncode == 5, r
     assert r.stdout == "", r.stdout
     assert len(r.stderr.splitlines()) == 1 and \
         r.stderr.startswith("clamfs: "), r.stderr
     r = run_stats(m.mnt, "--prometheus",
                   prefix=["setpriv", f"--reuid={UID_A}", f"--regid={GID_A}",
                           "--clear-groups", "--"])
-    assert r.returncode == 1 and r.stdout == "", r
+    assert r.returncode == 5 and r.stdout == "", r
     # while root still gets them
     assert run_stats(m.mnt).returncode == 0

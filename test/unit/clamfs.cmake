@@ -8,3 +8,6 @@ foreach(t test_opts test_inode test_mountpoint test_vcache test_policy
 endforeach()
 # switching identity needs root: 77 says skipped
 set_tests_properties(test_creds PROPERTIES SKIP_RETURN_CODE 77)
+# the Prometheus table and renderer against what stats.c emits
+clamfs_unit_test(test_prom)
+target_link_libraries(test_prom PRIVATE clamfs_core)

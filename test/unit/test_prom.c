@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The Prometheus table and renderer (prom.c) against what stats.c really
+ * emits: every key has a row (a key added without one fails here), the
+ * table keeps the naming rules, one exposition of two mounts has each
+ * family once with a series per mount, labels are escaped, the histogram
+ * is cumulative in seconds, and what the table does not know is left out.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "prom.h"
+#include "stats.h"
+
+/* What the daemon's dbwatch_describe() prints once clamd answered. */
+#define CLAMD_LINES                                                            \
+	"clamd_up=1\nclamd_engine=1.4.6\nclamd_db_version=27000\n"             \
+	"clamd_db_date=Mon Jan  1 00:00:00 2024\n"
+
+static char *render_stats(struct stats *s, const char *clamd)
+{
+	struct stats_sample x = {
+		.inodes = 3, .uptime_seconds = 5, .clamd = clamd};
+	size_t need = stats_render(s, &x, NULL, 0);
+	char *buf = malloc(need + 1);
+
+	assert_non_null(buf);
+	assert_int_equal(stats_render(s, &x, buf, need + 1), need);
+	assert_int_equal(strlen(buf), need);
+	return buf;
+}
+
+static char *render_prom(const struct prom_mount *m, size_t n)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	assert_non_null(f);
+	assert_int_equal(prom_render(m, n, f), 0);
+	assert_int_equal(fclose(f), 0);
+	return text;
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+static bool name_ok(const char *s)
+{
+	if (!s || !*s || (*s >= '0' && *s <= '9'))
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+		      *s == '_'))
+			return false;
+	return true;
+}
+
+static bool ends_with(const char *s, const char *end)
+{
+	size_t a = strlen(s), b = strlen(end);
+
+	return a >= b && strcmp(s + a - b, end) == 0;
+}
+
+static void every_emitted_key_has_a_row(void **state)
+{
+	static struct stats s;
+	char *text, *line, *save = NULL;
+	int keys = 0;
+
+	stats_observe_scan(&s, 1200);
+	stats_set_passthrough(&s, "off (no kernel support)");
+	text = render_stats(&s, CLAMD_LINES);
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		const char *eq = strchr(line, '=');
+
+		assert_non_null(eq);
+		if (!prom_find(line, (size_t)(eq - line)))
+			fail_msg("stats key without a row in prom.c: %.*s",
+				 (int)(eq - line), line);
+		keys++;
+	}
+	assert_true(keys > 50);
+	free(text);
+	/* and what nobody emits has none */
+	assert_null(prom_find("made_up", 7));
+	assert_null(prom_find("errors_", 7));
+	assert_null(prom_find("scan_duration_le_", 17));
+}
+
+static void table_follows_the_naming_rules(void **state)
+{
+	size_t n;
+	const struct prom_row *t = prom_table(&n);
+
+	for (size_t i = 0; i < n; i++) {
+		const struct prom_row *r = &t[i];
+
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(t[j].key, r->key) == 0)
+				fail_msg("key twice: %s", r->key);
+		if (r->type == PROM_NONE) {
+			assert_null(r->family);
+			continue;
+		}
+		if (!name_ok(r->family) ||
+		    strncmp(r->family, "clamfs_", 7) != 0)
+			fail_msg("bad family name %s", r->family);
+		assert_true(r->help && r->help[0]);
+		assert_true(ends_with(r->help, "."));
+		/* counters end in _total, nothing else does */
+		if (ends_with(r->family, "_total") != (r->type == PROM_COUNTER))
+			fail_msg("%s: _total iff counter", r->family);
+		if (r->type == PROM_INFO)
+			assert_true(ends_with(r->family, "_info") && r->label);
+		if (r->type == PROM_HISTOGRAM)
+			assert_non_null(r->suffix);
+		else
+			assert_null(r->suffix);
+		assert_true(!r->label || (name_ok(r->label) &&
+					  strcmp(r->label, "mountpoint") != 0));
+		/* le is the histogram's */
+		assert_true(!r->label || strcmp(r->label, "le") != 0 ||
+			    r->type == PROM_HISTOGRAM);
+		/* a family's rows are adjacent and agree */
+		for (size_t j = 0; j < i; j++) {
+			if (!t[j].family || strcmp(t[j].family, r->family))
+				continue;
+			if (!t[i - 1].family ||
+			    strcmp(t[i - 1].family, r->family) != 0)
+				fail_msg("%s: rows not adjacent", r->family);
+			assert_int_equal(t[j].type, r->type);
+			assert_string_equal(t[j].help, r->help);
+		}
+	}
+}
+
+static void two_mounts_one_exposition(void **state)
+{
+	static struct stats a, b;
+	struct prom_mount m[2];
+	char *ta, *tb, *out;
+
+	stats_inc(&a, STAT_OPENS_CHECKED);
+	stats_inc(&a, STAT_OPENS_CHECKED);
+	stats_error(&a, CDP_ERR_SIZE_LIMIT);
+	stats_inc(&b, STAT_OVERSIZE_DENIED);
+	ta = render_stats(&a, CLAMD_LINES);
+	tb = render_stats(&b, "clamd_up=unknown\n");
+	m[0] = (struct prom_mount){"/srv/a", ta};
+	m[1] = (struct prom_mount){"/srv/we\"ird\\\nb", tb};
+	out = render_prom(m, 2);
+
+	assert_int_equal(count(out, "# HELP clamfs_opens_checked_total "), 1);
+	assert_int_equal(
+		count(out, "# TYPE clamfs_opens_checked_total counter\n"), 1);
+	assert_non_null(strstr(out, "\nclamfs_opens_checked_total{mountpoint="
+				    "\"/srv/a\"} 2\n"));
+	assert_non_null(strstr(out, "\nclamfs_opens_checked_total{mountpoint="
+				    "\"/srv/we\\\"ird\\\\\\nb\"} 0\n"));
+	assert_non_null(strstr(out, "clamfs_scan_errors_total{mountpoint="
+				    "\"/srv/a\",category=\"size-limit\"} 1\n"));
+	assert_non_null(strstr(out, "clamfs_opens_oversize_total{mountpoint="
+				    "\"/srv/we\\\"ird\\\\\\nb\",decision="
+				    "\"denied\"} 1\n"));
+	/* every HELP is followed by its TYPE, every family once */
+	for (const char *p = out; (p = strstr(p, "# HELP ")); p++) {
+		const char *name = p + 7, *sp = strchr(name, ' ');
+		char type[160];
+
+		snprintf(type, sizeof(type), "# TYPE %.*s ", (int)(sp - name),
+			 name);
+		assert_non_null(strstr(p, type));
+		assert_int_equal(count(out, type), 1);
+	}
+	/* clamd_up=unknown is no number: only mount a has the series */
+	assert_int_equal(count(out, "clamfs_clamd_up{"), 1);
+	assert_int_equal(count(out, "clamfs_clamd_info{"), 1);
+	assert_non_null(strstr(out, "clamfs_clamd_info{mountpoint=\"/srv/a\","
+				    "engine=\"1.4.6\",db_date=\"Mon Jan  1 "
+				    "00:00:00 2024\"} 1\n"));
+	/* the figures meant for people are no series */
+	assert_null(strstr(out, "latency"));
+	assert_null(strstr(out, "mount=\""));
+	free(out);
+	free(ta);
+	free(tb);
+}
+
+static void unknown_keys_are_left_out(void **state)
+{
+	struct prom_mount m = {"/m", "brand_new=7\nopens_checked=3\n"
+				     "cache_entries=x\nno equals sign\n"};
+	char *out = render_prom(&m, 1);
+
+	assert_null(strstr(out, "brand_new"));
+	assert_null(strstr(out, "cache_entries"));
+	assert_string_equal(out, "# HELP clamfs_opens_checked_total Opens "
+				 "that went through the scan gate.\n"
+				 "# TYPE clamfs_opens_checked_total counter\n"
+				 "clamfs_opens_checked_total{mountpoint=\"/m\"}"
+				 " 3\n");
+	free(out);
+}
+
+static void histogram_is_cumulative_in_seconds(void **state)
+{
+	static struct stats s;
+	struct prom_mount m;
+	char *text, *out;
+
+	assert_int_equal(stats_scan_quantile(&s, 0.5), 0);
+	stats_observe_scan(&s, 400);	   /* <= 0.0005 */
+	stats_observe_scan(&s, 500);	   /* <= 0.0005: bounds are inclusive */
+	stats_observe_scan(&s, 2000);	   /* <= 0.0025 */
+	stats_observe_scan(&s, 200000000); /* over the largest bound */
+	text = render_stats(&s, NULL);
+	assert_non_null(strstr(text, "\nscan_duration_le_0.0005=2\n"));
+	assert_non_null(strstr(text, "\nscan_duration_le_0.001=2\n"));
+	assert_non_null(strstr(text, "\nscan_duration_le_0.0025=3\n"));
+	assert_non_null(strstr(text, "\nscan_duration_le_120=3\n"));
+	assert_non_null(strstr(text, "\nscan_duration_le_+Inf=4\n"));
+	assert_non_null(strstr(text, "\nscan_duration_count=4\n"));
+	assert_non_null(strstr(text, "\nscan_duration_sum_us=200002900\n"));
+	assert_non_null(strstr(text, "\nscan_latency_p50_us=500\n"));
+	assert_non_null(strstr(text, "\nscan_latency_p99_us=120000000\n"));
+	assert_int_equal(stats_scan_quantile(&s, 0.75), 2500);
+	for (unsigned int i = 1; i < STATS_SCAN_BUCKETS; i++)
+		assert_true(stats_scan_bound_us(i) >
+			    stats_scan_bound_us(i - 1));
+
+	m = (struct prom_mount){"/m", text};
+	out = render_prom(&m, 1);
+	assert_non_null(strstr(out, "# TYPE clamfs_scan_duration_seconds "
+				    "histogram\n"));
+	assert_non_null(strstr(out, "\nclamfs_scan_duration_seconds_bucket{"
+				    "mountpoint=\"/m\",le=\"0.0005\"} 2\n"));
+	assert_non_null(strstr(out, "\nclamfs_scan_duration_seconds_bucket{"
+				    "mountpoint=\"/m\",le=\"+Inf\"} 4\n"));
+	assert_non_null(strstr(out, "\nclamfs_scan_duration_seconds_sum{"
+				    "mountpoint=\"/m\"} 200.002900\n"));
+	assert_non_null(strstr(out, "\nclamfs_scan_duration_seconds_count{"
+				    "mountpoint=\"/m\"} 4\n"));
+	assert_int_equal(count(out, "_bucket{"), STATS_SCAN_BUCKETS + 1);
+	/* buckets in increasing order, +Inf last, then sum and count */
+	assert_true(strstr(out, "le=\"0.0005\"") < strstr(out, "le=\"0.001\""));
+	assert_true(strstr(out, "le=\"120\"") < strstr(out, "le=\"+Inf\""));
+	assert_true(strstr(out, "le=\"+Inf\"") < strstr(out, "_sum{"));
+	free(out);
+	free(text);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(every_emitted_key_has_a_row),
+		cmocka_unit_test(table_follows_the_naming_rules),
+		cmocka_unit_test(two_mounts_one_exposition),
+		cmocka_unit_test(unknown_keys_are_left_out),
+		cmocka_unit_test(histogram_is_cumulative_in_seconds),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
