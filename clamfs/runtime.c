@@ -500,6 +500,22 @@ static void watch_drop_verdicts(void *arg)
 	fs_unpin(pin);
 }
 
+/*
+ * Without the version watch (version_check=0) nobody would notice a wrong
+ * clamd address before the first refused open: one PING at start.
+ */
+static void say_if_clamd_silent(struct runtime *rt)
+{
+	struct cdp_result res = {0};
+
+	if (cdp_ping(rt->current->pool, &res) == 0)
+		return;
+	log_err("clamd is not answering: %s: every open that needs a scan is "
+		"refused (or served unscanned where on_error=allow) until it "
+		"answers",
+		res.text[0] ? res.text : cdp_errcat_name(res.cat));
+}
+
 int runtime_start(struct runtime *rt, int argc, char *argv[])
 {
 	struct dbwatch_source src = {
@@ -557,6 +573,8 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	if (ret)
 		return ret;
 	rt->fs->dbwatch = rt->dbwatch;
+	if (!rt->dbwatch)
+		say_if_clamd_silent(rt);
 	sigemptyset(&quit);
 	sigaddset(&quit, SIGQUIT);
 	pthread_sigmask(SIG_BLOCK, &quit, NULL);

@@ -119,3 +119,14 @@ def test_mount_without_clamd_says_so_at_start(admin, clamd_factory):
     assert len(lines) == 1, m.stderr_text()
     assert lines[0].startswith("<3>clamfs: "), lines
     assert "refused" in lines[0], lines
+
+
+def test_mount_without_clamd_or_watch_says_so(admin, clamd_factory):
+    """version_check=0 turns the watch off: the start still checks once."""
+    c = clamd_factory(start=False)
+    base, b, mnt = admin.dirs_bm()
+    m = start_with_stderr(admin, b, mnt, [f"clamd={c.socket}",
+                                          "clamd_wait=0", "version_check=0"],
+                          None)
+    lines = wait_log(m, "clamd is not answering", timeout=10)
+    assert len(lines) == 1, m.stderr_text()
