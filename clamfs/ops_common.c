@@ -174,6 +174,7 @@ static void entry_fill(struct clamfs_fs *fs, struct inode *inode,
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = inode_nodeid(fs, inode);
+	e->generation = inode_generation(inode);
 	e->attr = *st;
 	e->attr_timeout = fs->attr_timeout;
 	e->entry_timeout = fs->entry_timeout;
