@@ -27,8 +27,7 @@ struct inode {
 	struct inode *id_next; /* in its id shard */
 	uint64_t id;
 	uint32_t generation;
-	bool counted; /* id from the counter: goes to the ghosts when forgotten
-		       */
+	bool counted; /* a counted id: kept as a ghost once forgotten */
 	struct nodeid_handle handle;
 	int fd;
 	mode_t type;
@@ -81,8 +80,7 @@ struct inode_table {
 	bool stopping;
 
 	/* node ids */
-	bool handle_ids; /* the backend is a whole filesystem: ids are handles
-			  */
+	bool handle_ids; /* a whole filesystem as backend: ids are handles */
 	dev_t root_dev;
 	int mount_fd;	  /* to open by handle; -1 if it could not be had */
 	uint32_t epoch;	  /* the generation of counted ids: one per daemon */
@@ -519,7 +517,7 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 		if (fresh->id == 0) {
 			pthread_mutex_unlock(&table->lock);
 			inode_free(fresh);
-			return -ENFILE; /* 2^32 files in one daemon's life */
+			return -ENFILE; /* every id used: 2^32 at least */
 		}
 	}
 	if (!in && table->count >= table->max) {
