@@ -158,6 +158,10 @@ void req_identity_leave(struct req_identity *id);
 int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,
 		    const char *name, struct fuse_entry_param *e);
 
+/* Fills e for inode, whose attributes are st (no reference taken). */
+void fs_entry_fill(struct clamfs_fs *fs, struct inode *inode,
+		   const struct stat *st, struct fuse_entry_param *e);
+
 /* Fills e for the object open at fd (any kind of fd), with a reference. */
 int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e);
 

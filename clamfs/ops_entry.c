@@ -86,12 +86,7 @@ static int lookup_dots(struct clamfs_fs *fs, fuse_ino_t parent,
 		itab_forget(fs->itab, inode, 1);
 		return ret;
 	}
-	memset(e, 0, sizeof(*e));
-	e->ino = inode_nodeid(fs, inode);
-	e->generation = inode_generation(inode);
-	e->attr = st;
-	e->attr_timeout = fs->attr_timeout;
-	e->entry_timeout = fs->entry_timeout;
+	fs_entry_fill(fs, inode, &st, e);
 	return 0;
 }
 
