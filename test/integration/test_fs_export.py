@@ -11,6 +11,7 @@ import ctypes.util
 import errno
 import os
 import random
+import resource
 import struct
 
 import pytest
@@ -249,6 +250,24 @@ def test_forged_handles_are_stale(mount_clamfs, clamd, request, backend):
     assert m.alive()
     assert read_handle(m.mnt, name_to_handle(m.m("f.txt"))) == \
         b"file content\n"
+
+
+def test_handles_survive_the_evictor(mount_clamfs, clamd):
+    # with few fds the daemon has the kernel forget inodes itself (evict.c)
+    # while files are looked up: the handles of forgotten ones still work
+    def nofile():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    m = mount_scan(mount_clamfs, clamd, preexec_fn=nofile)
+    os.mkdir(m.b("d"))
+    for i in range(1500):
+        put(m.b("d", f"f{i}"), b"content %d\n" % i)
+    handles = [name_to_handle(m.m("d", f"f{i}")) for i in range(0, 1500, 50)]
+    for i in range(1500):
+        os.stat(m.m("d", f"f{i}"))
+    assert inode_count(m) < 256
+    for k, h in enumerate(handles):
+        assert read_handle(m.mnt, h) == b"content %d\n" % (k * 50)
+    assert m.alive()
 
 
 def remount(mount_clamfs, clamd, m):
