@@ -56,6 +56,7 @@ static struct dir_handle *fi_dir(const struct fuse_file_info *fi)
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dir_handle *d = calloc(1, sizeof(*d));
+	struct inode *dir = req_inode(req, ino);
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
 	int fd = -1, ret;
@@ -64,11 +65,11 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ret = req_inode(req, ino) ? req_identity_enter(req, &id) : -ESTALE;
+	ret = dir ? req_identity_enter(req, &id) : -ESTALE;
 	if (ret)
 		goto fail;
 	/* openat(fd, ".") would also need search (x) permission */
-	proc_fd_path(path, inode_fd(req_inode(req, ino)));
+	proc_fd_path(path, inode_fd(dir));
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ret = fd == -1 ? -errno : 0;
 	req_identity_leave(&id);
