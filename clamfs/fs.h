@@ -93,19 +93,20 @@ static inline struct clamfs_fs *req_fs(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* FUSE node ids are inode addresses, except the root's fixed id. */
+/*
+ * The inode a request names, or NULL (reply ESTALE): node ids are opaque,
+ * looked up in the table, never trusted as addresses, since with export
+ * support the kernel passes on ids from NFS file handles.
+ */
 static inline struct inode *req_inode(fuse_req_t req, fuse_ino_t ino)
 {
-	if (ino == FUSE_ROOT_ID)
-		return itab_root(req_fs(req)->itab);
-	return (struct inode *)(uintptr_t)ino;
+	return itab_by_id(req_fs(req)->itab, ino);
 }
 
 static inline fuse_ino_t inode_nodeid(struct clamfs_fs *fs, struct inode *in)
 {
-	if (in == itab_root(fs->itab))
-		return FUSE_ROOT_ID;
-	return (fuse_ino_t)(uintptr_t)in;
+	(void)fs;
+	return inode_id(in);
 }
 
 /* The backend fd of an open file (fi->fh). */
@@ -156,6 +157,10 @@ void req_identity_leave(struct req_identity *id);
  */
 int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,
 		    const char *name, struct fuse_entry_param *e);
+
+/* Fills e for inode, whose attributes are st (no reference taken). */
+void fs_entry_fill(struct clamfs_fs *fs, struct inode *inode,
+		   const struct stat *st, struct fuse_entry_param *e);
 
 /* Fills e for the object open at fd (any kind of fd), with a reference. */
 int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e);

@@ -1,21 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Inode table: a chained hash on (dev, ino) under one mutex (held only for
- * pointer work, never across a syscall), growing by doubling.
+ * pointer work, never across a syscall), growing by doubling; and the
+ * node ids, in a second hash split into shards with a mutex each, so
+ * that the lookup every request makes contends neither with the table
+ * lock nor much with itself. Changes hold the table lock and the shard's.
  */
 #include "inode.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "nodeid.h"
+
 struct inode {
 	struct inode *hash_next;
+	struct inode *id_next; /* in its id shard */
+	uint64_t id;
+	uint32_t generation;
+	bool counted; /* a counted id: kept as a ghost once forgotten */
+	struct nodeid_handle handle;
 	int fd;
 	mode_t type;
 	dev_t dev;
@@ -43,7 +56,18 @@ struct inode {
 	struct timespec stamp_ctime;
 };
 
+#define ID_SHARDS		 16
+#define ID_SHARD_INITIAL_BUCKETS 256
+
+struct id_shard {
+	pthread_mutex_t lock;
+	struct inode **buckets;
+	size_t nbuckets; /* power of two */
+	size_t count;
+} __attribute__((aligned(64)));
+
 struct inode_table {
+	struct id_shard shards[ID_SHARDS];
 	pthread_mutex_t lock;
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
@@ -54,9 +78,22 @@ struct inode_table {
 	pthread_cond_t low;	 /* signalled when itab_low turns true */
 	pthread_cond_t room;	 /* signalled when count drops below max */
 	bool stopping;
+
+	/* node ids */
+	bool handle_ids; /* a whole filesystem as backend: ids are handles */
+	dev_t root_dev;
+	int mount_fd;	  /* to open by handle; -1 if it could not be had */
+	uint32_t epoch;	  /* the generation of counted ids: one per daemon */
+	uint64_t counted; /* counted ids issued so far */
+	struct ghosts *ghosts;
 };
 
 #define ITAB_INITIAL_BUCKETS 1024
+/*
+ * Forgotten ids kept for NFS clients that come back with them (about 100
+ * bytes each): enough for the files a few clients hold open.
+ */
+#define ITAB_GHOSTS_MAX 32768
 /* below this much room the table is low whatever its cap */
 #define ITAB_LOW_ROOM 1024
 
@@ -159,11 +196,128 @@ static bool itab_low_locked(struct inode_table *table)
 	return room < table->max / 2 || room < ITAB_LOW_ROOM;
 }
 
+static size_t id_hash(uint64_t id)
+{
+	uint64_t h = id * 0x9e3779b97f4a7c15ULL;
+
+	return (size_t)(h ^ (h >> 31));
+}
+
+/* the top bits pick the shard, the low ones the bucket within it */
+static struct id_shard *shard_of(struct inode_table *table, uint64_t id)
+{
+	return &table->shards[(id_hash(id) >> 24) % ID_SHARDS];
+}
+
+/* Under the shard's lock or the table's (every change holds both). */
+static struct inode *id_find(struct id_shard *sh, uint64_t id)
+{
+	struct inode *in = sh->buckets[id_hash(id) & (sh->nbuckets - 1)];
+
+	while (in && in->id != id)
+		in = in->id_next;
+	return in;
+}
+
+static struct inode *id_find_locked(struct inode_table *table, uint64_t id)
+{
+	return id_find(shard_of(table, id), id);
+}
+
+/* Doubling, allocated before taking the shard lock; ENOMEM: stays dense. */
+static void id_link_locked(struct inode_table *table, struct inode *inode)
+{
+	struct id_shard *sh = shard_of(table, inode->id);
+	struct inode **nb = NULL, **b;
+	size_t n = sh->nbuckets;
+
+	if (sh->count >= sh->nbuckets) {
+		n = sh->nbuckets * 2;
+		nb = calloc(n, sizeof(*nb));
+	}
+	pthread_mutex_lock(&sh->lock);
+	if (nb) {
+		for (size_t i = 0; i < sh->nbuckets; i++) {
+			struct inode *in = sh->buckets[i], *next;
+
+			for (; in; in = next) {
+				next = in->id_next;
+				b = &nb[id_hash(in->id) & (n - 1)];
+				in->id_next = *b;
+				*b = in;
+			}
+		}
+		free(sh->buckets);
+		sh->buckets = nb;
+		sh->nbuckets = n;
+	}
+	b = &sh->buckets[id_hash(inode->id) & (sh->nbuckets - 1)];
+	inode->id_next = *b;
+	*b = inode;
+	sh->count++;
+	pthread_mutex_unlock(&sh->lock);
+}
+
+static void id_unlink_locked(struct inode_table *table, struct inode *inode)
+{
+	struct id_shard *sh = shard_of(table, inode->id);
+	struct inode **l;
+
+	pthread_mutex_lock(&sh->lock);
+	l = &sh->buckets[id_hash(inode->id) & (sh->nbuckets - 1)];
+	while (*l != inode)
+		l = &(*l)->id_next;
+	*l = inode->id_next;
+	sh->count--;
+	pthread_mutex_unlock(&sh->lock);
+}
+
+/*
+ * A new inode's id: its handle where ids are handles, else the id it had
+ * before the kernel forgot it (same file: same handle), else a new one.
+ * Counted ids carry this daemon's epoch as generation, so that the ids a
+ * daemon before it issued are refused by the kernel. 0 when none is left.
+ */
+static uint64_t id_assign_locked(struct inode_table *table, struct inode *inode)
+{
+	uint64_t id;
+
+	inode->generation = 0;
+	inode->counted = false;
+	if (table->handle_ids && inode->dev == table->root_dev &&
+	    nodeid_from_handle(&inode->handle, &id) &&
+	    !id_find_locked(table, id))
+		return id;
+	inode->generation = table->epoch;
+	inode->counted = true;
+	if (inode->handle.len &&
+	    ghosts_take(table->ghosts, inode->dev, inode->ino, &inode->handle,
+			&id) &&
+	    !id_find_locked(table, id))
+		return id;
+	do
+		id = nodeid_counted(++table->counted, table->handle_ids);
+	while (id && id_find_locked(table, id));
+	return id;
+}
+
 static void itab_unname_locked(struct inode_table *table, struct inode *inode)
 {
 	if (!inode->name)
 		return;
 	TAILQ_REMOVE(&table->lru, inode, lru);
+}
+
+/*
+ * open_by_handle_at wants a real fd on the filesystem, not an O_PATH one:
+ * the very object again, through its magic link.
+ */
+static int reopen_dir(int fd)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
 struct inode_table *itab_create(int root_fd, const struct stat *root_st)
@@ -178,20 +332,45 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 	table->buckets = calloc(table->nbuckets, sizeof(*table->buckets));
 	if (!table->buckets)
 		goto fail;
+	table->ghosts = ghosts_create(ITAB_GHOSTS_MAX);
+	if (!table->ghosts)
+		goto fail;
+	for (size_t i = 0; i < ID_SHARDS; i++) {
+		struct id_shard *sh = &table->shards[i];
+
+		sh->nbuckets = ID_SHARD_INITIAL_BUCKETS;
+		sh->buckets = calloc(sh->nbuckets, sizeof(*sh->buckets));
+		if (!sh->buckets)
+			goto fail;
+	}
 	table->root = inode_new(root_fd, root_st);
 	if (!table->root)
 		goto fail;
 	/* the kernel never forgets the root: it holds a permanent reference */
 	table->root->nlookup = 1;
+	table->root->id = NODEID_ROOT;
+	table->root_dev = root_st->st_dev;
+	table->handle_ids = nodeid_fs_root(root_fd);
+	table->mount_fd = reopen_dir(root_fd);
+	if (getrandom(&table->epoch, sizeof(table->epoch), 0) !=
+	    sizeof(table->epoch))
+		table->epoch = (uint32_t)time(NULL) ^ (uint32_t)getpid();
 	pthread_mutex_init(&table->lock, NULL);
 	pthread_cond_init(&table->low, NULL);
 	pthread_cond_init(&table->room, NULL);
+	for (size_t i = 0; i < ID_SHARDS; i++)
+		pthread_mutex_init(&table->shards[i].lock, NULL);
 	itab_link(table, table->root);
+	id_link_locked(table, table->root);
 	return table;
 
 fail:
-	if (table)
+	if (table) {
 		free(table->buckets);
+		for (size_t i = 0; i < ID_SHARDS; i++)
+			free(table->shards[i].buckets);
+		ghosts_destroy(table->ghosts);
+	}
 	free(table);
 	close(root_fd);
 	return NULL;
@@ -210,6 +389,13 @@ void itab_destroy(struct inode_table *table)
 		}
 	}
 	free(table->buckets);
+	for (size_t i = 0; i < ID_SHARDS; i++) {
+		free(table->shards[i].buckets);
+		pthread_mutex_destroy(&table->shards[i].lock);
+	}
+	ghosts_destroy(table->ghosts);
+	if (table->mount_fd >= 0)
+		close(table->mount_fd);
 	pthread_cond_destroy(&table->low);
 	pthread_cond_destroy(&table->room);
 	pthread_mutex_destroy(&table->lock);
@@ -233,6 +419,87 @@ struct inode *itab_find_ref(struct inode_table *table, dev_t dev, ino_t ino)
 	return in;
 }
 
+struct inode *itab_by_id(struct inode_table *table, uint64_t id)
+{
+	struct id_shard *sh;
+	struct inode *in;
+
+	if (id == NODEID_ROOT)
+		return table->root;
+	sh = shard_of(table, id);
+	pthread_mutex_lock(&sh->lock);
+	in = id_find(sh, id);
+	pthread_mutex_unlock(&sh->lock);
+	return in;
+}
+
+/*
+ * Which handle an id the table does not hold stands for, and on which
+ * device it must land: only handles this daemon issued, or any handle
+ * where ids are handles (the whole filesystem is the backend). Never
+ * another: open_by_handle_at reaches anything on the filesystem.
+ */
+static bool id_handle_locked(struct inode_table *table, uint64_t id,
+			     struct nodeid_handle *h, dev_t *dev, ino_t *ino)
+{
+	if (table->handle_ids && (uint32_t)id != 0) {
+		nodeid_to_handle(id, h);
+		*dev = table->root_dev;
+		*ino = 0; /* any: the handle's generation tells the file */
+		return true;
+	}
+	return ghosts_find(table->ghosts, id, dev, ino, h) &&
+	       *dev == table->root_dev;
+}
+
+int itab_resolve_id(struct inode_table *table, uint64_t id, struct inode **out)
+{
+	struct nodeid_handle h;
+	struct inode *in;
+	struct stat st;
+	dev_t dev;
+	ino_t ino;
+	bool known;
+	int fd, ret;
+
+	if (id == 0)
+		return -ESTALE;
+	pthread_mutex_lock(&table->lock);
+	in = id == NODEID_ROOT ? table->root : id_find_locked(table, id);
+	if (in)
+		in->nlookup++;
+	known = in || id_handle_locked(table, id, &h, &dev, &ino);
+	pthread_mutex_unlock(&table->lock);
+	if (in) {
+		*out = in;
+		return 0;
+	}
+	if (!known || table->mount_fd < 0)
+		return -ESTALE;
+	fd = nodeid_handle_open(table->mount_fd, &h);
+	if (fd < 0)
+		return -ESTALE;
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1 ||
+	    st.st_dev != dev || (ino && st.st_ino != ino)) {
+		close(fd);
+		return -ESTALE;
+	}
+	ret = itab_insert_ref(table, fd, &st, &in);
+	if (ret)
+		return ret;
+	/*
+	 * Not the id asked for: the handle was not canonical (ext4 takes
+	 * generation 0 as "any"), or names the root, or the file got
+	 * another id meanwhile. The kernel would refuse it anyway.
+	 */
+	if (in->id != id) {
+		itab_forget(table, in, 1);
+		return -ESTALE;
+	}
+	*out = in;
+	return 0;
+}
+
 int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 		    struct inode **out)
 {
@@ -242,8 +509,17 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 		close(fd);
 		return -ENOMEM;
 	}
+	nodeid_handle_of(fd, &fresh->handle);
 	pthread_mutex_lock(&table->lock);
 	in = itab_find_locked(table, st->st_dev, st->st_ino);
+	if (!in && table->count < table->max) {
+		fresh->id = id_assign_locked(table, fresh);
+		if (fresh->id == 0) {
+			pthread_mutex_unlock(&table->lock);
+			inode_free(fresh);
+			return -ENFILE; /* every id used: 2^32 at least */
+		}
+	}
 	if (!in && table->count >= table->max) {
 		/* the kernel must forget inodes before we take more fds */
 		pthread_cond_signal(&table->low);
@@ -253,6 +529,7 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 	}
 	if (!in) {
 		itab_link(table, fresh);
+		id_link_locked(table, fresh);
 		in = fresh;
 		fresh = NULL;
 		if (itab_low_locked(table))
@@ -279,6 +556,10 @@ void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n)
 		while (*link != inode)
 			link = &(*link)->hash_next;
 		*link = inode->hash_next;
+		id_unlink_locked(table, inode);
+		if (inode->counted)
+			ghosts_put(table->ghosts, inode->id, inode->dev,
+				   inode->ino, &inode->handle);
 		itab_unname_locked(table, inode);
 		table->count--;
 		if (table->count < table->max)
@@ -428,6 +709,31 @@ void itab_stop_waiters(struct inode_table *table)
 	pthread_cond_broadcast(&table->low);
 	pthread_cond_broadcast(&table->room);
 	pthread_mutex_unlock(&table->lock);
+}
+
+bool itab_handle_ids(struct inode_table *table)
+{
+	return table->handle_ids;
+}
+
+size_t itab_ghosts(struct inode_table *table)
+{
+	size_t n;
+
+	pthread_mutex_lock(&table->lock);
+	n = ghosts_count(table->ghosts);
+	pthread_mutex_unlock(&table->lock);
+	return n;
+}
+
+uint64_t inode_id(const struct inode *inode)
+{
+	return inode->id;
+}
+
+uint32_t inode_generation(const struct inode *inode)
+{
+	return inode->generation;
 }
 
 int inode_fd(const struct inode *inode)

@@ -4,7 +4,8 @@
  * (st_dev, st_ino), each holding one O_PATH fd so that no path is ever
  * rebuilt. Lookup counts follow the FUSE protocol: each reply that hands an
  * inode to the kernel adds one, forget removes n, and at zero the fd is
- * closed. No FUSE types here: the FUSE node id is the inode's address.
+ * closed. Each inode has a node id (see nodeid.h for how they are made)
+ * that the table maps back to it. No FUSE types here.
  */
 #ifndef CLAMFS_INODE_H
 #define CLAMFS_INODE_H
@@ -31,6 +32,22 @@ struct inode *itab_root(struct inode_table *table);
  * or NULL when the table does not hold it.
  */
 struct inode *itab_find_ref(struct inode_table *table, dev_t dev, ino_t ino);
+
+/*
+ * The inode with this node id, or NULL: for requests on an inode the
+ * kernel holds (its reference keeps it alive), so no reference is taken.
+ * One short mutex of the id's shard.
+ */
+struct inode *itab_by_id(struct inode_table *table, uint64_t id);
+
+/*
+ * The inode of a node id from a file handle (an NFS client's, possibly
+ * forged), with a lookup reference: the one held, else the file reopened
+ * by handle when the id is one of this table's making that it can tell
+ * the handle of (see nodeid.h). Returns 0, -ESTALE when the id names
+ * nothing (any more), or an error of itab_insert_ref.
+ */
+int itab_resolve_id(struct inode_table *table, uint64_t id, struct inode **out);
 
 /*
  * Adds the object open at fd (identity from st) with one lookup reference.
@@ -102,6 +119,16 @@ size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
  */
 bool itab_wait_low(struct inode_table *table);
 void itab_stop_waiters(struct inode_table *table);
+
+/* Whether ids are backend handles, i.e. survive a restart. */
+bool itab_handle_ids(struct inode_table *table);
+
+/* Forgotten ids still recorded (see ghosts_put). */
+size_t itab_ghosts(struct inode_table *table);
+
+/* The node id and its generation (the pair a FUSE file handle holds). */
+uint64_t inode_id(const struct inode *inode);
+uint32_t inode_generation(const struct inode *inode);
 
 int inode_fd(const struct inode *inode);
 dev_t inode_dev(const struct inode *inode);

@@ -24,6 +24,14 @@ void op_init(void *userdata, struct fuse_conn_info *conn)
 			    FUSE_CAP_PARALLEL_DIROPS;
 
 	/*
+	 * Export support: the kernel may then look up "." in node ids from
+	 * NFS file handles (after it evicted the inode, or after a remount)
+	 * and ".." in directories, so that a kernel NFS server can export
+	 * the mount. Node ids are opaque and checked (inode.h, nodeid.h).
+	 */
+	want |= FUSE_CAP_EXPORT_SUPPORT;
+
+	/*
 	 * With default_permissions the kernel checks access itself; it must
 	 * see ACLs for that, or it would refuse what an ACL grants.
 	 */
@@ -49,9 +57,12 @@ void op_init(void *userdata, struct fuse_conn_info *conn)
 
 void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	struct inode *inode = req_inode(req, ino);
 	struct statvfs sv;
 
-	if (fstatvfs(inode_fd(req_inode(req, ino)), &sv) == -1)
+	if (!inode)
+		fuse_reply_err(req, ESTALE);
+	else if (fstatvfs(inode_fd(inode), &sv) == -1)
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_statfs(req, &sv);

@@ -169,11 +169,12 @@ void req_identity_leave(struct req_identity *id)
 	id->groups = NULL;
 }
 
-static void entry_fill(struct clamfs_fs *fs, struct inode *inode,
-		       const struct stat *st, struct fuse_entry_param *e)
+void fs_entry_fill(struct clamfs_fs *fs, struct inode *inode,
+		   const struct stat *st, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = inode_nodeid(fs, inode);
+	e->generation = inode_generation(inode);
 	e->attr = *st;
 	e->attr_timeout = fs->attr_timeout;
 	e->entry_timeout = fs->entry_timeout;
@@ -194,7 +195,7 @@ int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,
 		return -errno;
 	inode = itab_find_ref(fs->itab, st.st_dev, st.st_ino);
 	if (inode) {
-		entry_fill(fs, inode, &st, e);
+		fs_entry_fill(fs, inode, &st, e);
 		return 0;
 	}
 	fd = openat(inode_fd(parent), name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -209,7 +210,7 @@ int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,
 	ret = itab_insert_ref(fs->itab, fd, &st, &inode);
 	if (ret)
 		return ret;
-	entry_fill(fs, inode, &st, e);
+	fs_entry_fill(fs, inode, &st, e);
 	return 0;
 }
 
@@ -224,7 +225,7 @@ int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e)
 		return -errno;
 	inode = itab_find_ref(fs->itab, st.st_dev, st.st_ino);
 	if (inode) {
-		entry_fill(fs, inode, &st, e);
+		fs_entry_fill(fs, inode, &st, e);
 		return 0;
 	}
 	/*
@@ -238,7 +239,7 @@ int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e)
 	ret = itab_insert_ref(fs->itab, pfd, &st, &inode);
 	if (ret)
 		return ret;
-	entry_fill(fs, inode, &st, e);
+	fs_entry_fill(fs, inode, &st, e);
 	return 0;
 }
 

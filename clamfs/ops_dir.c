@@ -56,6 +56,7 @@ static struct dir_handle *fi_dir(const struct fuse_file_info *fi)
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct dir_handle *d = calloc(1, sizeof(*d));
+	struct inode *dir = req_inode(req, ino);
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
 	int fd = -1, ret;
@@ -64,11 +65,11 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ret = req_identity_enter(req, &id);
+	ret = dir ? req_identity_enter(req, &id) : -ESTALE;
 	if (ret)
 		goto fail;
 	/* openat(fd, ".") would also need search (x) permission */
-	proc_fd_path(path, inode_fd(req_inode(req, ino)));
+	proc_fd_path(path, inode_fd(dir));
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ret = fd == -1 ? -errno : 0;
 	req_identity_leave(&id);
@@ -106,16 +107,16 @@ static bool is_dot_or_dotdot(const char *name)
  * it, and a stat of it becomes a lookup of its own. Returns 0 when e holds
  * an inode reference, else negative errno.
  */
-static int plus_entry(fuse_req_t req, fuse_ino_t dir, const struct dirent *de,
-		      bool lookup, struct fuse_entry_param *e)
+static int plus_entry(fuse_req_t req, struct inode *dir,
+		      const struct dirent *de, bool lookup,
+		      struct fuse_entry_param *e)
 {
 	int ret;
 
-	if (!lookup || is_dot_or_dotdot(de->d_name))
+	if (!lookup || !dir || is_dot_or_dotdot(de->d_name))
 		ret = -EINVAL;
 	else
-		ret = fs_lookup_entry(req_fs(req), req_inode(req, dir),
-				      de->d_name, e);
+		ret = fs_lookup_entry(req_fs(req), dir, de->d_name, e);
 	if (ret) {
 		memset(e, 0, sizeof(*e));
 		e->attr.st_ino = de->d_ino;
@@ -156,6 +157,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 {
 	struct clamfs_fs *fs = req_fs(req);
 	struct dir_handle *d = fi_dir(fi);
+	struct inode *dir = req_inode(req, ino);
 	struct plus_refs refs = {0};
 	struct req_identity id;
 	bool entered = false;
@@ -166,7 +168,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	 * the rest of the reply is names only, rather than a mix of names
 	 * that failed and names that took the fds freed meanwhile.
 	 */
-	bool attach = plus && !itab_low(fs->itab);
+	bool attach = plus && dir && !itab_low(fs->itab);
 	char *buf = NULL;
 	size_t used = 0;
 	int ret;
@@ -206,7 +208,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		}
 		next = telldir(d->dp);
 		if (plus) {
-			err = plus_entry(req, ino, d->pending,
+			err = plus_entry(req, dir, d->pending,
 					 attach && refs.n < refs.cap, &e);
 			referenced = err == 0;
 			if (err == -EMFILE || err == -ENFILE ||
@@ -233,8 +235,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		}
 		if (referenced) {
 			refs.inodes[refs.n++] = req_inode(req, e.ino);
-			itab_note_name(fs->itab, req_inode(req, e.ino),
-				       req_inode(req, ino), d->pending->d_name);
+			itab_note_name(fs->itab, req_inode(req, e.ino), dir,
+				       d->pending->d_name);
 		}
 		used += need;
 		d->pending = NULL;

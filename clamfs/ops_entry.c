@@ -37,17 +37,86 @@ static void reply_new_entry(fuse_req_t req, struct inode *parent,
 		itab_forget(fs->itab, inode, 1);
 }
 
+/*
+ * The parent of a directory, for the kernel reconnecting a directory an
+ * NFS file handle named: never above the backend root, whose parent is
+ * itself. No permission applies (nfsd asks as itself, and the VFS walks
+ * ".." without asking either).
+ */
+static int lookup_dotdot(struct clamfs_fs *fs, struct inode *dir,
+			 struct fuse_entry_param *e)
+{
+	struct inode *root = itab_root(fs->itab);
+	int fd, ret;
+
+	if (inode_type(dir) != S_IFDIR)
+		return -ENOTDIR;
+	if (dir == root)
+		return fs_entry_from_fd(fs, inode_fd(root), e);
+	fd = openat(inode_fd(dir), "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd == -1)
+		return -errno;
+	ret = fs_entry_from_fd(fs, fd, e);
+	close(fd);
+	return ret;
+}
+
+/*
+ * "." and ".." come only from the kernel's export operations: "." to get
+ * back an inode it evicted (the node id is taken from a file handle, so
+ * it may be anything), ".." for the parent of a directory.
+ */
+static int lookup_dots(struct clamfs_fs *fs, fuse_ino_t parent,
+		       const char *name, struct fuse_entry_param *e)
+{
+	struct inode *inode, *dir;
+	struct stat st;
+	int ret;
+
+	if (name[1] == '.') {
+		dir = itab_by_id(fs->itab, parent);
+		return dir ? lookup_dotdot(fs, dir, e) : -ESTALE;
+	}
+	ret = itab_resolve_id(fs->itab, parent, &inode);
+	if (ret)
+		return ret;
+	if (fstatat(inode_fd(inode), "", &st,
+		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
+		ret = -errno;
+		itab_forget(fs->itab, inode, 1);
+		return ret;
+	}
+	fs_entry_fill(fs, inode, &st, e);
+	return 0;
+}
+
+static bool is_dots(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct clamfs_fs *fs = req_fs(req);
+	struct inode *dir = NULL;
 	struct fuse_entry_param e;
 	struct req_identity id;
 	int ret;
 
-	ret = req_identity_enter(req, &id);
+	if (is_dots(name)) {
+		ret = lookup_dots(fs, parent, name, &e);
+		if (ret)
+			fuse_reply_err(req, -ret);
+		else if (fuse_reply_entry(req, &e) != 0)
+			itab_forget(fs->itab, req_inode(req, e.ino), 1);
+		return;
+	}
+	dir = req_inode(req, parent);
+	ret = dir ? req_identity_enter(req, &id) : -ESTALE;
 	if (ret)
 		goto out;
-	ret = fs_lookup_entry(fs, req_inode(req, parent), name, &e);
+	ret = fs_lookup_entry(fs, dir, name, &e);
 	/*
 	 * At the cap, the FORGETs of names just evicted may be on their way:
 	 * a short wait spares the caller an EMFILE. Bounded, because this
@@ -55,7 +124,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 */
 	if (ret == -EMFILE && itab_room(fs->itab) == 0 &&
 	    itab_wait_room(fs->itab, LOOKUP_ROOM_WAIT_MS))
-		ret = fs_lookup_entry(fs, req_inode(req, parent), name, &e);
+		ret = fs_lookup_entry(fs, dir, name, &e);
 	req_identity_leave(&id);
 out:
 	if (ret == -ENOENT && fs->negative_timeout > 0) {
@@ -66,13 +135,16 @@ out:
 	} else if (ret) {
 		fuse_reply_err(req, -ret);
 	} else {
-		reply_new_entry(req, req_inode(req, parent), name, &e);
+		reply_new_entry(req, dir, name, &e);
 	}
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	itab_forget(req_fs(req)->itab, req_inode(req, ino), nlookup);
+	struct inode *inode = req_inode(req, ino);
+
+	if (inode)
+		itab_forget(req_fs(req)->itab, inode, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -81,9 +153,12 @@ void op_forget_multi(fuse_req_t req, size_t count,
 {
 	struct clamfs_fs *fs = req_fs(req);
 
-	for (size_t i = 0; i < count; i++)
-		itab_forget(fs->itab, req_inode(req, forgets[i].ino),
-			    forgets[i].nlookup);
+	for (size_t i = 0; i < count; i++) {
+		struct inode *inode = req_inode(req, forgets[i].ino);
+
+		if (inode)
+			itab_forget(fs->itab, inode, forgets[i].nlookup);
+	}
 	fuse_reply_none(req);
 }
 
@@ -92,6 +167,10 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct inode *inode = req_inode(req, ino);
 	struct stat st;
 
+	if (!inode) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	/* an O_PATH fd needs no permission to stat: no identity switch */
 	if (fstatat(inode_fd(inode), "", &st,
 		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
@@ -199,6 +278,10 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	struct stat st;
 	int ret;
 
+	if (!inode) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	if (kill_suid_for_writer(req, inode, attr, to_set) == 1)
 		to_set &= ~FUSE_SET_ATTR_MODE;
 	ret = req_identity_enter(req, &id);
@@ -220,15 +303,23 @@ out:
 
 void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	fuse_reply_err(req, -req_check_access(req, req_inode(req, ino), mask));
+	struct inode *inode = req_inode(req, ino);
+
+	fuse_reply_err(req,
+		       inode ? -req_check_access(req, inode, mask) : ESTALE);
 }
 
 void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	struct inode *inode = req_inode(req, ino);
 	char buf[PATH_MAX + 1];
 	ssize_t n;
 
-	n = readlinkat(inode_fd(req_inode(req, ino)), "", buf, sizeof(buf));
+	if (!inode) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	n = readlinkat(inode_fd(inode), "", buf, sizeof(buf));
 	if (n == -1) {
 		fuse_reply_err(req, errno);
 		return;
@@ -245,20 +336,18 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino)
  * Ends a create-type request: looks the new name up while still acting as
  * the requester (who just proved search rights on parent), then replies.
  */
-static void finish_new_entry(fuse_req_t req, fuse_ino_t parent,
-			     const char *name, int ret,
-			     struct req_identity *id)
+static void finish_new_entry(fuse_req_t req, struct inode *parent,
+			     const char *name, int ret, struct req_identity *id)
 {
 	struct fuse_entry_param e;
 
 	if (ret == 0)
-		ret = fs_lookup_entry(req_fs(req), req_inode(req, parent),
-				      name, &e);
+		ret = fs_lookup_entry(req_fs(req), parent, name, &e);
 	req_identity_leave(id);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		reply_new_entry(req, req_inode(req, parent), name, &e);
+		reply_new_entry(req, parent, name, &e);
 }
 
 enum node_kind { NODE_MKNOD, NODE_MKDIR, NODE_SYMLINK };
@@ -268,17 +357,22 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      enum node_kind kind, mode_t mode, dev_t rdev,
 		      const char *target)
 {
-	int dirfd = inode_fd(req_inode(req, parent));
+	struct inode *dir = req_inode(req, parent);
 	struct req_identity id;
-	int ret;
+	int dirfd, ret;
 
 	/* a symlink's mode is fixed: the umask does not apply */
-	ret = kind == NODE_SYMLINK ? req_identity_enter(req, &id)
-				   : req_identity_enter_umask(req, &id);
+	if (!dir)
+		ret = -ESTALE;
+	else if (kind == NODE_SYMLINK)
+		ret = req_identity_enter(req, &id);
+	else
+		ret = req_identity_enter_umask(req, &id);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
+	dirfd = inode_fd(dir);
 	switch (kind) {
 	case NODE_MKNOD:
 		ret = mknodat(dirfd, name, mode, rdev);
@@ -290,7 +384,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ret = symlinkat(target, dirfd, name);
 		break;
 	}
-	finish_new_entry(req, parent, name, ret == -1 ? -errno : 0, &id);
+	finish_new_entry(req, dir, name, ret == -1 ? -errno : 0, &id);
 }
 
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -314,11 +408,13 @@ void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	     const char *newname)
 {
+	struct inode *inode = req_inode(req, ino);
+	struct inode *dir = req_inode(req, newparent);
 	struct req_identity id;
 	char path[PROC_FD_PATH_MAX];
 	int ret;
 
-	ret = req_identity_enter(req, &id);
+	ret = inode && dir ? req_identity_enter(req, &id) : -ESTALE;
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -328,23 +424,23 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	 * switched fsuid does not have; the proc link gives the same object
 	 * with the ordinary checks (protected_hardlinks included).
 	 */
-	proc_fd_path(path, inode_fd(req_inode(req, ino)));
-	if (linkat(AT_FDCWD, path, inode_fd(req_inode(req, newparent)),
-		   newname, AT_SYMLINK_FOLLOW) == -1)
+	proc_fd_path(path, inode_fd(inode));
+	if (linkat(AT_FDCWD, path, inode_fd(dir), newname, AT_SYMLINK_FOLLOW) ==
+	    -1)
 		ret = -errno;
-	finish_new_entry(req, newparent, newname, ret, &id);
+	finish_new_entry(req, dir, newname, ret, &id);
 }
 
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 int flags)
 {
+	struct inode *dir = req_inode(req, parent);
 	struct req_identity id;
 	int ret;
 
-	ret = req_identity_enter(req, &id);
+	ret = dir ? req_identity_enter(req, &id) : -ESTALE;
 	if (ret == 0) {
-		if (unlinkat(inode_fd(req_inode(req, parent)), name, flags) ==
-		    -1)
+		if (unlinkat(inode_fd(dir), name, flags) == -1)
 			ret = -errno;
 		req_identity_leave(&id);
 	}
@@ -364,13 +460,14 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
+	struct inode *dir = req_inode(req, parent);
+	struct inode *newdir = req_inode(req, newparent);
 	struct req_identity id;
 	int ret;
 
-	ret = req_identity_enter(req, &id);
+	ret = dir && newdir ? req_identity_enter(req, &id) : -ESTALE;
 	if (ret == 0) {
-		if (renameat2(inode_fd(req_inode(req, parent)), name,
-			      inode_fd(req_inode(req, newparent)), newname,
+		if (renameat2(inode_fd(dir), name, inode_fd(newdir), newname,
 			      flags) == -1)
 			ret = -errno;
 		req_identity_leave(&id);

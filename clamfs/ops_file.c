@@ -34,7 +34,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct req_identity id;
 	int fd, ret;
 
-	ret = req_identity_enter(req, &id);
+	ret = inode ? req_identity_enter(req, &id) : -ESTALE;
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -140,17 +140,17 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       mode_t mode, struct fuse_file_info *fi)
 {
 	struct clamfs_fs *fs = req_fs(req);
+	struct inode *dir = req_inode(req, parent);
 	struct fuse_entry_param e;
 	struct req_identity id;
 	int fd, ret;
 
-	ret = req_identity_enter_umask(req, &id);
+	ret = dir ? req_identity_enter_umask(req, &id) : -ESTALE;
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	fd = create_open(inode_fd(req_inode(req, parent)), name, fi->flags,
-			 mode);
+	fd = create_open(inode_fd(dir), name, fi->flags, mode);
 	ret = fd < 0 ? fd : fs_entry_from_fd(fs, fd, &e);
 	req_identity_leave(&id);
 	if (ret) {
@@ -159,8 +159,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	itab_note_name(fs->itab, req_inode(req, e.ino), req_inode(req, parent),
-		       name);
+	itab_note_name(fs->itab, req_inode(req, e.ino), dir, name);
 	/* an existing non-empty file opened for reading is scanned too */
 	gate_open(req, req_inode(req, e.ino), fd, fi, &e);
 }
@@ -181,14 +180,20 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
 		  off_t off, struct fuse_file_info *fi)
 {
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
+	struct inode *inode = req_inode(req, ino);
 	bool switched;
 	ssize_t n;
 
+	/* a write nobody notes could land in a cached verdict: refuse it */
+	if (!inode) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = fi_fd(fi);
 	out.buf[0].pos = off;
 	stats_inc(&req_fs(req)->stats, STAT_WRITES);
-	gate_note_write(req_fs(req), req_inode(req, ino));
+	gate_note_write(req_fs(req), inode);
 	switched = req_writer_enter(req, fi_fd(fi));
 	n = fuse_buf_copy(&out, in_buf, 0);
 	req_writer_leave(switched);
@@ -215,7 +220,12 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	gate_release(req_fs(req), req_inode(req, ino), fi_fd(fi), fi->flags);
+	struct inode *inode = req_inode(req, ino);
+
+	if (inode)
+		gate_release(req_fs(req), inode, fi_fd(fi), fi->flags);
+	else
+		close(fi_fd(fi)); /* cannot happen: the kernel holds it */
 	fuse_reply_err(req, 0);
 }
 
@@ -230,10 +240,15 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		  off_t length, struct fuse_file_info *fi)
 {
+	struct inode *inode = req_inode(req, ino);
 	bool switched;
 	int ret;
 
-	gate_note_write(req_fs(req), req_inode(req, ino));
+	if (!inode) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	gate_note_write(req_fs(req), inode);
 	switched = req_writer_enter(req, fi_fd(fi));
 	ret = fallocate(fi_fd(fi), mode, offset, length);
 	if (ret == -1)
@@ -247,11 +262,16 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			off_t off_out, struct fuse_file_info *fi_out,
 			size_t len, int flags)
 {
+	struct inode *out = req_inode(req, ino_out);
 	bool switched;
 	ssize_t n;
 	int err;
 
-	gate_note_write(req_fs(req), req_inode(req, ino_out));
+	if (!out) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	gate_note_write(req_fs(req), out);
 	switched = req_writer_enter(req, fi_fd(fi_out));
 	n = copy_file_range(fi_fd(fi_in), &off_in, fi_fd(fi_out), &off_out,
 			    len, (unsigned int)flags);

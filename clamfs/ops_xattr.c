@@ -70,6 +70,8 @@ static int xattr_begin_as(fuse_req_t req, fuse_ino_t ino,
 {
 	struct inode *inode = req_inode(req, ino);
 
+	if (!inode)
+		return -ESTALE;
 	if (inode_type(inode) == S_IFLNK)
 		return -ENOTSUP;
 	proc_fd_path(path, inode_fd(inode));
@@ -170,12 +172,17 @@ static size_t drop_trusted(char *names, size_t len)
 
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	struct inode *inode = req_inode(req, ino);
 	char path[PROC_FD_PATH_MAX], *buf = NULL;
 	struct req_identity id;
 	ssize_t n;
 	int ret;
 
-	if (inode_type(req_inode(req, ino)) == S_IFLNK) {
+	if (!inode) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (inode_type(inode) == S_IFLNK) {
 		/* no names rather than an error: ls -l and cp -a go on */
 		if (size == 0)
 			fuse_reply_xattr(req, 0);
