@@ -150,6 +150,8 @@ for d in ("proc", "sys", "dev"):
     subprocess.run(["mount", "--rbind", "/" + d, root + "/" + d], check=True)
 subprocess.run(["mount", "-t", "tmpfs", "run", root + "/run"], check=True)
 for d in cfg["binds"]:  # the clamd's socket, the .deb
+    # (under a /tmp that is a mount of its own the overlay lacks them)
+    os.makedirs(root + d, exist_ok=True)
     subprocess.run(["mount", "--bind", d, root + d], check=True)
 os.chroot(root)
 os.chdir("/")
