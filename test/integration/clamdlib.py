@@ -17,7 +17,13 @@ import subprocess
 import tempfile
 import time
 
-CLAMD = "/usr/sbin/clamd"
+# The host's clamd program when clamav-daemon is installed (its service is
+# never used), else the one scripts/deps unpacked without installing
+# Debian's services; CLAMFS_CLAMD overrides both.
+CLAMD = os.environ.get("CLAMFS_CLAMD") or next(
+    (p for p in ("/usr/sbin/clamd",
+                 "/var/cache/clamfs-deps/clamav/usr/sbin/clamd")
+     if os.access(p, os.X_OK)), "/usr/sbin/clamd")
 
 # Two halves, so that no file of the repository contains the test string.
 _EICAR_A = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR"

@@ -1,6 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Running under systemd: the template unit etc/clamfs@.service.in,
-# configured for this build, passes `systemd-analyze verify` as an instance;
+# configured for this build, passes `systemd-analyze verify` as an instance
+# and fails closed (AssertPathExists, a synchronous `clamfs --reload`); the
+# shipped drop-ins etc/systemd/{smbd,nfs-server}.service.d/clamfs.conf
+# verify on the server units and bind them to clamfs@share; the in-place
+# line of etc/fstab.example, run through systemd's own fstab generator,
+# orders the mount before smbd and makes smbd require it;
 # Type=notify readiness is real: READY=1 reaches NOTIFY_SOCKET from the
 # daemon's pid only once the mount is in mountinfo, SIGHUP sends
 # RELOADING=1 then READY=1, SIGTERM sends STOPPING=1, unmounts and exits 0;
@@ -9,10 +14,13 @@
 # none at all it comes up after the wait and fails closed (EIO).
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
 import time
+
+import pytest
 
 from adminutil import NotifyListener, admin, mounted, wait_log  # noqa: F401
 from fsutil import SLOW
@@ -55,13 +63,20 @@ def test_unit_verifies(admin):
             k, v = line.split("=", 1)
             keys.setdefault(k.strip(), []).append(v.strip())
     assert keys["Type"] == ["notify"]
-    assert "clamav-daemon.service" in keys["Wants"][0]
-    assert "clamav-daemon.service" in keys["After"][0]
+    wants, after = keys["Wants"][0].split(), keys["After"][0].split()
+    for dep in ("clamav-daemon.service", "network-online.target"):
+        assert dep in wants and dep in after, dep
     assert keys["Restart"] == ["on-failure"]
     assert "-f" in keys["ExecStart"][0].split()
     assert "config=/etc/clamfs/%i.ini" in keys["ExecStart"][0]
     assert "clamd_wait=" in keys["ExecStart"][0]
-    assert keys["ExecReload"][0].endswith("-HUP $MAINPID")
+    # a missing configuration fails the start instead of skipping it
+    assert keys["AssertPathExists"] == ["/etc/clamfs/%i.ini"]
+    assert "ConditionPathExists" not in keys
+    # reload waits for the daemon's answer (no bare kill -HUP)
+    assert keys["ExecReload"][0].split()[1:] == ["--reload", "$MAINPID"]
+    assert keys["ExecReload"][0].split()[0].endswith("/clamfs")
+    assert keys["LimitNOFILE"] == ["524288"]
     # hardening that would hide the mount in a private namespace is absent
     for bad in ("PrivateTmp", "ProtectSystem", "ProtectHome", "PrivateDevices",
                 "PrivateMounts", "ProtectKernelModules", "TemporaryFileSystem"):
@@ -195,3 +210,106 @@ def test_sigterm_during_clamd_wait(admin):
     assert not mounted(mnt)
     assert not [l for l in m.stderr_text().splitlines() if "mounted " in l], \
         f"mounted after SIGTERM:\n{m.stderr_text()}"
+
+
+def unit_keys(path):
+    keys = {}
+    section = None
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("["):
+                section = line.strip("[]")
+            elif "=" in line and not line.startswith("#"):
+                k, v = line.split("=", 1)
+                keys.setdefault((section, k.strip()), []).extend(v.split())
+    return keys
+
+
+def unit_file(name):
+    for d in ("/etc/systemd/system", "/usr/lib/systemd/system",
+              "/lib/systemd/system"):
+        if os.path.exists(os.path.join(d, name)):
+            return os.path.join(d, name)
+    return None
+
+
+def verify(directory, unit):
+    """`systemd-analyze verify UNIT` with DIRECTORY searched before the
+    system's unit directories (drop-ins there apply to system units);
+    returns the lines that name a file of DIRECTORY."""
+    env = dict(os.environ, SYSTEMD_UNIT_PATH=directory + ":")
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", unit],
+                       capture_output=True, text=True, env=env, cwd=directory,
+                       timeout=120 * SLOW)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    return out, [l for l in out.splitlines() if directory in l]
+
+
+@pytest.mark.parametrize("server", ["smbd", "nfs-server"])
+def test_server_dropin_binds_to_mount(admin, server):
+    """The shipped drop-in makes the file server need clamfs@share: the
+    server is not started without the mount and is stopped with it. The
+    real smbd.service is used when Samba is installed; nfs-kernel-server is
+    not a dependency, so its unit may be a stand-in."""
+    d = admin.tempdir()
+    configured_unit(d)
+    dropin = os.path.join(SRC, "etc", "systemd", f"{server}.service.d",
+                          "clamfs.conf")
+    os.mkdir(os.path.join(d, f"{server}.service.d"))
+    shutil.copy(dropin, os.path.join(d, f"{server}.service.d"))
+    if not unit_file(f"{server}.service"):
+        with open(os.path.join(d, f"{server}.service"), "w") as f:
+            f.write(f"[Unit]\nDescription=stand-in for {server}\n"
+                    "[Service]\nExecStart=/bin/true\n")
+    out, ours = verify(d, f"{server}.service")
+    assert ours == [], out
+    keys = unit_keys(dropin)
+    assert keys[("Unit", "BindsTo")] == ["clamfs@share.service"]
+    assert keys[("Unit", "After")] == ["clamfs@share.service"]
+    assert set(k for k, _ in keys) == {"Unit"}
+    # the drop-in is really read from there: a typo in it is reported
+    bad = os.path.join(d, f"{server}.service.d", "typo.conf")
+    with open(bad, "w") as f:
+        f.write("[Unit]\nBindsTo_=clamfs@share.service\n")
+    out, ours = verify(d, f"{server}.service")
+    assert any("typo.conf" in l and "BindsTo_" in l for l in ours), out
+
+
+def fstab_generator():
+    for d in ("/usr/lib/systemd/system-generators",
+              "/lib/systemd/system-generators"):
+        g = os.path.join(d, "systemd-fstab-generator")
+        if os.path.exists(g):
+            return g
+    pytest.fail("systemd-fstab-generator not found")
+
+
+def test_fstab_example_orders_and_requires(admin):
+    """systemd's fstab generator, fed the example's lines, makes the
+    in-place mount come before smbd and smbd require it."""
+    d = admin.tempdir()
+    fstab = os.path.join(d, "fstab")
+    with open(os.path.join(SRC, "etc", "fstab.example")) as f:
+        lines = [l for l in f if l.strip() and not l.startswith("#")]
+    assert lines
+    with open(fstab, "w") as f:
+        f.writelines(lines)
+    out = os.path.join(d, "out")
+    os.mkdir(out)
+    r = subprocess.run([fstab_generator(), out, out, out], capture_output=True,
+                       text=True, timeout=60 * SLOW,
+                       env=dict(os.environ, SYSTEMD_FSTAB=fstab,
+                                SYSTEMD_LOG_LEVEL="info"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    keys = unit_keys(os.path.join(out, "srv-share.mount"))
+    assert "smbd.service" in keys[("Unit", "Before")]
+    assert "clamav-daemon.service" in keys[("Unit", "Requires")]
+    assert keys[("Mount", "Type")] == ["fuse.clamfs"]
+    link = os.path.join(out, "smbd.service.requires", "srv-share.mount")
+    assert os.path.islink(link), sorted(os.listdir(out))
+    # the generated units verify (their directory first on the unit path)
+    for unit in ("srv-share.mount", "mnt-uploads.mount"):
+        text, _ = verify(out, unit)
+        assert not [l for l in text.splitlines() if unit in l], text

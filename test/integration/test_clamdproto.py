@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import clamdlib
 from cdputil import SANITIZE, run_scan, run_stress, scan_bin
 
 SIG = "Eicar-Test.UNOFFICIAL"
@@ -238,7 +239,7 @@ def test_ping_version_stats(clamd):
         p = run_scan("--clamd", addr, "--ping")
         assert (p.stdout, p.returncode) == ("PONG\n", 0)
         p = run_scan("--clamd", addr, "--version")
-        engine = subprocess.run(["/usr/sbin/clamd", "--version"],
+        engine = subprocess.run([clamdlib.CLAMD, "--version"],
                                 capture_output=True, text=True
                                 ).stdout.split()[1].split("/")[0]
         # Only custom signatures: the short form, no database version.
