@@ -330,7 +330,7 @@ def test_samba_share_over_clamfs(samba, clamd):
         mine = [l for l in det if f'path="{name}"' in l]
         assert mine, f"no detection of {name}:\n{log}"
         for l in mine:
-            assert f"uid={UID}" in l and f"user={USER}" in l, l
+            assert f"uid={UID}" in l and f'user="{USER}"' in l, l
             assert 'process="smbd' in l or "process=smbd" in l, l
             assert 'signature="Eicar-Test' in l, l
     assert not [l for l in det if "report.bin" in l or "upload.bin" in l], det
