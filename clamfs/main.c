@@ -108,7 +108,6 @@ static int check_mountpoint(const char *given, char **real)
 	struct stat st;
 	int ret;
 
-	remove_stale_mount(given);
 	*real = realpath(given, NULL);
 	if (!*real || stat(*real, &st) == -1) {
 		fprintf(stderr, "clamfs: mountpoint %s: %s\n", given,
@@ -250,6 +249,8 @@ int main(int argc, char *argv[])
 	fdlimit_raise(&fdlim);
 	inode_budget = fdlimit_inode_budget(fdlim.soft);
 	ret = EXIT_MOUNT;
+	/* before the backend: in place, the dead mount hides it */
+	remove_stale_mount(opts.mountpoint);
 	root_fd = open_backend(opts.backend, &backend, &root_st);
 	if (root_fd == -1)
 		goto out_opts;

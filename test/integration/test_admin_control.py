@@ -177,6 +177,28 @@ def test_restart_onto_its_own_dead_mount(admin, clamd):
     assert n == 1, n
 
 
+def test_restart_in_place_onto_its_own_dead_mount(admin, clamd):
+    """Backend and mountpoint the same directory (a share protected in
+    place): the dead mount hides the backend too."""
+    base = admin.tempdir()
+    b = os.path.join(base, "share")
+    os.mkdir(b)
+    cfg = cfg_file(os.path.join(base, "share.ini"), b, b, clamd.socket)
+    put(os.path.join(b, "e"), clamd.eicar)
+    put(os.path.join(b, "clean"), CLEAN)
+    m = admin.start(["-f", "-o", f"config={cfg}"], b, b)
+    assert try_read(os.path.join(b, "clean")) == ("ok", CLEAN)
+    os.kill(m.pid, signal.SIGKILL)
+    m.proc.wait(timeout=10)
+    m.torn_down = True
+    m2 = admin.start(["-f", "-o", f"config={cfg}"], b, b, wait=False)
+    assert len(wait_log(m2, "removed the dead mount")) == 1, \
+        m2.stderr_text()
+    assert len(wait_log(m2, f"on {b}, clamd=")) == 1, m2.stderr_text()
+    assert try_read(os.path.join(b, "clean")) == ("ok", CLEAN)
+    assert try_read(os.path.join(b, "e")) == ("err", "EACCES")
+
+
 def test_dead_mount_of_another_kind_left_alone(admin, clamd):
     """Only a dead fuse.clamfs mount is taken away."""
     base, b, mnt = admin.dirs_bm()

@@ -7,7 +7,8 @@
 #   - `systemctl start smbd` starts clamfs@share first: both active, the
 #     mount in place and scanning (EICAR refused at /srv/share);
 #   - `systemctl stop clamfs@share` stops smbd too;
-#   - a SIGKILLed clamfs (a crash) stops smbd too;
+#   - a SIGKILLed clamfs (a crash) stops smbd too, and systemd's restart
+#     takes its dead mount away and serves the share again;
 #   - `systemctl start clamfs@missing` (no /etc/clamfs/missing.ini) fails
 #     ("Assertion failed") instead of succeeding as a skipped condition.
 # The container boots only basic.target and the recording unit, has no
@@ -80,6 +81,13 @@ try:
         os.kill(pid, signal.SIGKILL)
         settle("smbd.service", "inactive")
     res["after_kill"] = state("smbd.service")
+    # Restart=on-failure brings the mount back over its own dead one
+    settle("clamfs@share.service", "active", timeout=60)
+    time.sleep(1)
+    res["after_restart_kill"] = state("clamfs@share.service")
+    res["fstype_after_restart_kill"] = fstype("/srv/share")
+    res["clean_after_restart_kill"] = read("/srv/share/clean.txt")
+    res["eicar_after_restart_kill"] = read("/srv/share/eicar.com")
     res["start_missing"] = sh("systemctl", "start", "clamfs@missing.service")
     res["missing_state"] = state("clamfs@missing.service")
     res["clamfs_log"] = subprocess.run(
@@ -188,6 +196,13 @@ def test_share_is_never_served_unprotected(admin, clamd, nspawn):
     # a crash of the daemon stops the server
     assert res["pid"] > 0, why
     assert res["after_kill"] == {"smbd.service": "inactive"}, why
+    # and the restart takes the dead mount away and serves again
+    assert res["after_restart_kill"] == {"clamfs@share.service": "active"}, \
+        why
+    assert res["fstype_after_restart_kill"] == "fuse.clamfs", why
+    assert res["clean_after_restart_kill"] == "ok:clean\n", why
+    assert res["eicar_after_restart_kill"] == "err:13", why
+    assert "removed the dead mount" in res["clamfs_log"], why
     # a missing configuration is a failed start, not a skipped one (a
     # Condition would let `systemctl start` succeed with nothing mounted)
     assert res["start_missing"]["rc"] != 0, why
