@@ -124,7 +124,7 @@ class Proc:
 
     def read_all(self, fd, use_mmap=False):
         if use_mmap:
-            size = os.fstat(fd).st_size
+            size = os.fstat(fd).st_size  # what the kernel believes
             if size:
                 with mmap.mmap(fd, size, mmap.MAP_SHARED,
                                mmap.PROT_READ) as mm:
@@ -157,6 +157,8 @@ class Writer(Proc):
         os.makedirs(self.m(self.dir), exist_ok=True)
         self.data = {}  # slot -> committed bytes
         self.n = 0
+        self.trace = os.environ.get("SOAK_TRACE") == "1"
+        self.cur_op = "recover"
 
     def name(self, i):
         self.n += 1
@@ -175,6 +177,10 @@ class Writer(Proc):
     def commit(self, i, data, path, link=""):
         self.data[i] = data
         self.oracle.commit(i, len(data), sha(data), path, link)
+        if self.trace:
+            self.log.put({"k": "commit", "t": time.time(), "slot": i,
+                          "op": self.cur_op, "path": path, "link": link,
+                          "size": len(data), "sha": sha(data).hex()[:12]})
 
     def drop(self, i):
         """A change failed half-way: the file's content is unknown, so it
@@ -282,7 +288,10 @@ class Writer(Proc):
         fd = os.open(self.m(path), os.O_WRONLY)
         self.stage = "io"
         try:
-            os.pwrite(fd, add, off)
+            if os.pwrite(fd, add, off) != len(add):
+                # a short write (the backend filled up): the file now
+                # holds part of it; its content leaves the oracle
+                raise OSError(errno.ENOSPC, "short pwrite")
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -300,6 +309,11 @@ class Writer(Proc):
         fd = self.ropen("mmap", self.m(path), os.O_RDWR)  # scanned: O_RDWR
         self.stage = "io"
         try:
+            seen = os.fstat(fd).st_size
+            if seen != len(old):
+                self.log.violation("content", path=path, op="mmap_fstat",
+                                   want_size=len(old), got_size=seen)
+                raise OSError(errno.EBADE, "size differs from the oracle")
             with mmap.mmap(fd, len(old)) as mm:
                 mm[off:off + len(add)] = add
                 mm.flush()
@@ -473,6 +487,7 @@ class Writer(Proc):
         elif op == "write" and self.rng.random() < 0.5 and self.data[i]:
             op = self.rng.choice(("append", "verify", "mmap"))
         path = self.oracle.read(i)[3]
+        self.cur_op = op
         self.stage = "open"
         t0 = time.time()
         t0m = time.monotonic()
@@ -534,7 +549,9 @@ class Reader(Proc):
             return
         if len(b) != size or sha(b) != digest:
             self.log.violation("content", path=p, op="read", want_size=size,
-                               got_size=len(b))
+                               got_size=len(b), gen=g, slot=i,
+                               got_sha=sha(b).hex()[:12],
+                               want_sha=digest.hex()[:12])
         else:
             self.log.count("verified")
 
