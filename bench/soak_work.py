@@ -158,6 +158,7 @@ class Writer(Proc):
         self.data = {}  # slot -> committed bytes
         self.n = 0
         self.trace = os.environ.get("SOAK_TRACE") == "1"
+        self.tmp = ""  # a write's temporary name, while it exists
         self.cur_op = "recover"
 
     def name(self, i):
@@ -187,7 +188,8 @@ class Writer(Proc):
         leaves the oracle and the tree."""
         _, _, _, path, link = self.oracle.read(i)
         self.oracle.begin(i)
-        for p in (path, link):
+        tmp, self.tmp = self.tmp, ""
+        for p in (path, link, tmp):
             if p:
                 try:
                     os.unlink(self.m(p))
@@ -198,8 +200,17 @@ class Writer(Proc):
         self.oracle.clear(i)
 
     def recover(self):
-        """After a kill: forget files a dead predecessor left half-changed,
-        read back (and so verify) the complete ones to know their bytes."""
+        """After a kill: forget files a dead predecessor left half-changed
+        (and its temporaries), read back (and so verify) the complete ones
+        to know their bytes."""
+        for n in os.listdir(self.m(self.dir)):
+            if n[0] in "td" and os.path.isdir(self.m(f"{self.dir}/{n}")):
+                shutil.rmtree(self.m(f"{self.dir}/{n}"), ignore_errors=True)
+            elif n.endswith(".tmp"):
+                try:
+                    os.unlink(self.m(f"{self.dir}/{n}"))
+                except OSError as e:
+                    self.log.error("drop", n, e.errno, time.time())
         for i in range(self.first, self.first + self.count):
             g, size, digest, path, link = self.oracle.read(i)
             if g % 2 or not path:
@@ -243,6 +254,7 @@ class Writer(Proc):
             # rename over the old one (which loses its hard link's twin
             # content: the link keeps the old inode)
             tmp = self.name(i) + ".tmp"
+            self.tmp = tmp
             dst = path or self.name(i)
             fd = os.open(self.m(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
                          0o644)
@@ -253,6 +265,7 @@ class Writer(Proc):
             finally:
                 os.close(fd)
             os.rename(self.m(tmp), self.m(dst))
+            self.tmp = ""
             if link:
                 os.unlink(self.m(link))
             self.commit(i, data, dst)
@@ -355,6 +368,7 @@ class Writer(Proc):
     def op_verify(self, i):
         _, size, digest, path, link = self.oracle.read(i)
         for p in (path, link) if link else (path,):
+            self.stage = "open"
             fd = self.ropen("verify", self.m(p))
             self.stage = "read"
             try:
@@ -532,7 +546,9 @@ class Reader(Proc):
         try:
             fd = self.ropen("read", self.m(p))
             try:
-                b = self.read_all(fd, self.rng.random() < 0.2)
+                # no mmap here: the owner may truncate the file under the
+                # mapping (SIGBUS); owners read their own files by mmap
+                b = self.read_all(fd)
             finally:
                 os.close(fd)
         except OSError as e:
