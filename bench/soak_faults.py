@@ -219,7 +219,7 @@ class Dropper(threading.Thread):
                 name = self.names.pop(0)
                 # through the mount: a file deleted behind it keeps its
                 # inode (and clamfs's O_PATH fd) until the kernel forgets
-                # it, which would read as an fd leak (test_soak_findings)
+                # it, which would read as an fd leak
                 try:
                     os.unlink(os.path.join(self.ctx.mnt, "eicar", name))
                 except OSError as e:
