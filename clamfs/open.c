@@ -186,7 +186,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 {
 	const struct policy *pol = fs_policy(fs);
 	char buf[PATH_MAX], dest[PATH_MAX], qdest[PATH_MAX * 4 + 8];
-	char outcome[sizeof(qdest) + 64];
+	char outcome[sizeof(qdest) + 128];
 	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
 	struct detection det = {
 		.event = event,
@@ -197,6 +197,11 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 		.uid = p->uid,
 		.gid = p->gid,
 		.cached = cached,
+	};
+	struct quarantine_note note = {
+		.share = fs->backend_path,
+		.signature = sig,
+		.opener_uid = p->uid,
 	};
 	int ret;
 
@@ -211,14 +216,19 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 					      rel, p->stamp.st.st_dev,
 					      p->stamp.st.st_ino,
 					      fs->quarantine_fd, dest,
-					      sizeof(dest), &p->removed_from)
+					      sizeof(dest), &p->removed_from,
+					      &note)
 			  : -ENOENT;
 		if (ret == 0) {
 			note_removed(p, rel);
 			/* the uploader chose the name: quoted like any */
 			log_quote(qdest, sizeof(qdest), dest);
-			snprintf(outcome, sizeof(outcome), "quarantined_as=%s",
-				 qdest);
+			snprintf(outcome, sizeof(outcome),
+				 "quarantined_as=%s%s%s%s", qdest,
+				 note.record_error ? " record_failed=\"" : "",
+				 note.record_error ? strerror(-note.record_error)
+						   : "",
+				 note.record_error ? "\"" : "");
 			stats_inc(&fs->stats, STAT_QUARANTINED);
 		} else {
 			snprintf(outcome, sizeof(outcome),
