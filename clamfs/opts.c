@@ -9,7 +9,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +242,39 @@ static int parse_flag(struct parse_ctx *ctx, const char *arg, bool *out)
 	return 0;
 }
 
+/*
+ * An exempt user or group: a number, or a name looked up now (at mount and
+ * at each reload), so an unknown name is a configuration error rather
+ * than an exemption that silently never applies.
+ */
+static int parse_exempt(struct parse_ctx *ctx, const char *arg, bool user,
+			unsigned long *out)
+{
+	const char *val = opt_value(arg);
+	struct passwd pw, *pwr = NULL;
+	struct group gr, *grr = NULL;
+	char buf[4096];
+	int ret;
+
+	/* all digits: a number; a name may start with one */
+	if (*val && strspn(val, "0123456789") == strlen(val))
+		return parse_ulong(ctx, arg, 0, UINT32_MAX - 1, out);
+	if (*val == '\0')
+		return parse_fail(ctx, -EINVAL, "empty value in '%s'", arg);
+	if (user)
+		ret = getpwnam_r(val, &pw, buf, sizeof(buf), &pwr);
+	else
+		ret = getgrnam_r(val, &gr, buf, sizeof(buf), &grr);
+	if (ret)
+		return parse_fail(ctx, -ret, "'%s': cannot look up the %s: %s",
+				  arg, user ? "user" : "group", strerror(ret));
+	if (user ? !pwr : !grr)
+		return parse_fail(ctx, -EINVAL, "'%s': no such %s", arg,
+				  user ? "user" : "group");
+	*out = user ? (unsigned long)pwr->pw_uid : (unsigned long)grr->gr_gid;
+	return 0;
+}
+
 static int set_string(struct parse_ctx *ctx, char **dst, const char *val)
 {
 	char *copy = strdup(val);
@@ -368,7 +403,7 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 		return set_string(ctx, &opts->mountpoint_opt, val);
 	case KEY_EXEMPT_UID:
 	case KEY_EXEMPT_GID:
-		if (parse_ulong(ctx, arg, 0, UINT32_MAX - 1, &id))
+		if (parse_exempt(ctx, arg, key == KEY_EXEMPT_UID, &id))
 			return -1;
 		ret = key == KEY_EXEMPT_UID
 			      ? policy_add_exempt_uid(p, (uid_t)id)
@@ -791,8 +826,10 @@ void opts_print_help(FILE *out, const char *progname)
 		"    -o oversize=allow|deny  what happens to them (allow)\n"
 		"    -o include=GLOB         scan only matching paths (repeatable)\n"
 		"    -o exclude=GLOB         never scan matching paths (repeatable)\n"
-		"    -o exempt_uid=UID       never scan for this user (repeatable)\n"
-		"    -o exempt_gid=GID       never scan for this group (repeatable)\n"
+		"    -o exempt_uid=USER      never scan for this user, by name or\n"
+		"                            number (repeatable)\n"
+		"    -o exempt_gid=GROUP     never scan for members of this group,\n"
+		"                            supplementary too (repeatable)\n"
 		"    -o scan_on_close        scan a file when its last writer closes\n"
 		"    -o cache_entries=N      verdict cache size (100000)\n"
 		"    -o cache_ttl=SEC        verdict lifetime; 0: no cache (3600)\n"

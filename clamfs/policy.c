@@ -111,15 +111,39 @@ static bool any_glob(char *const *globs, size_t n, const char *path)
 	return false;
 }
 
-enum policy_decision policy_decide(const struct policy *p, const char *relpath,
-				   uid_t uid, gid_t gid, uint64_t size)
+static bool exempt_ids(const struct policy *p, uid_t uid, gid_t gid)
 {
 	for (size_t i = 0; i < p->n_exempt_uids; i++)
 		if (p->exempt_uids[i] == uid)
-			return POLICY_SKIP_EXCLUDED;
+			return true;
 	for (size_t i = 0; i < p->n_exempt_gids; i++)
 		if (p->exempt_gids[i] == gid)
-			return POLICY_SKIP_EXCLUDED;
+			return true;
+	return false;
+}
+
+bool policy_wants_groups(const struct policy *p, uid_t uid, gid_t gid)
+{
+	return p->n_exempt_gids && !exempt_ids(p, uid, gid);
+}
+
+enum policy_decision policy_decide(const struct policy *p, const char *relpath,
+				   uid_t uid, gid_t gid, uint64_t size)
+{
+	return policy_decide_groups(p, relpath, uid, gid, NULL, 0, size);
+}
+
+enum policy_decision policy_decide_groups(const struct policy *p,
+					  const char *relpath, uid_t uid,
+					  gid_t gid, const gid_t *groups,
+					  size_t ngroups, uint64_t size)
+{
+	if (exempt_ids(p, uid, gid))
+		return POLICY_SKIP_EXCLUDED;
+	for (size_t i = 0; i < p->n_exempt_gids; i++)
+		for (size_t j = 0; j < ngroups; j++)
+			if (p->exempt_gids[i] == groups[j])
+				return POLICY_SKIP_EXCLUDED;
 	if (relpath) {
 		if (p->n_include &&
 		    !any_glob(p->include, p->n_include, relpath))

@@ -70,6 +70,22 @@ bool policy_needs_path(const struct policy *p);
 enum policy_decision policy_decide(const struct policy *p, const char *relpath,
 				   uid_t uid, gid_t gid, uint64_t size);
 
+/*
+ * The same, for a caller with supplementary groups: a member of an exempt
+ * group is exempt whether the group is its primary one or not.
+ */
+enum policy_decision policy_decide_groups(const struct policy *p,
+					  const char *relpath, uid_t uid,
+					  gid_t gid, const gid_t *groups,
+					  size_t ngroups, uint64_t size);
+
+/*
+ * Whether the caller's supplementary groups could change the decision
+ * (exempt groups are set and uid/gid alone do not exempt): only then are
+ * they worth fetching.
+ */
+bool policy_wants_groups(const struct policy *p, uid_t uid, gid_t gid);
+
 const char *infected_action_name(enum infected_action a);
 /* Parses deny|log|quarantine|delete. 0 or -EINVAL. */
 int infected_action_parse(const char *s, enum infected_action *out);
