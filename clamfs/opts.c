@@ -51,6 +51,7 @@ enum opt_key {
 	KEY_OVERSIZE,
 	KEY_INCLUDE,
 	KEY_EXCLUDE,
+	KEY_GLOB_CASE,
 	KEY_EXEMPT_UID,
 	KEY_EXEMPT_GID,
 	KEY_CONFIG,
@@ -102,6 +103,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("oversize=", KEY_OVERSIZE),
 	FUSE_OPT_KEY("include=", KEY_INCLUDE),
 	FUSE_OPT_KEY("exclude=", KEY_EXCLUDE),
+	FUSE_OPT_KEY("glob_case=", KEY_GLOB_CASE),
 	FUSE_OPT_KEY("exempt_uid=", KEY_EXEMPT_UID),
 	FUSE_OPT_KEY("exempt_gid=", KEY_EXEMPT_GID),
 	FUSE_OPT_KEY("config=", KEY_CONFIG),
@@ -291,6 +293,8 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 	static const char *const modes[] = {"fdpass", "stream", "path", NULL};
 	static const char *const deny_allow[] = {"deny", "allow", NULL};
 	static const char *const errnos[] = {"EACCES", "EPERM", NULL};
+	static const char *const glob_cases[] = {"sensitive", "insensitive",
+						 NULL};
 	static const char *const log_levels[] = {"error", "warning", "info",
 						 "debug", NULL};
 	struct clamfs_opts *opts = ctx->opts;
@@ -376,6 +380,12 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 				 &choice))
 			return -1;
 		p->oversize_allow = choice == 1;
+		return 0;
+	case KEY_GLOB_CASE:
+		if (parse_choice(ctx, arg, glob_cases,
+				 "sensitive or insensitive", &choice))
+			return -1;
+		p->glob_nocase = choice == 1;
 		return 0;
 	case KEY_INCLUDE:
 	case KEY_EXCLUDE:
@@ -826,6 +836,8 @@ void opts_print_help(FILE *out, const char *progname)
 		"    -o oversize=allow|deny  what happens to them (allow)\n"
 		"    -o include=GLOB         scan only matching paths (repeatable)\n"
 		"    -o exclude=GLOB         never scan matching paths (repeatable)\n"
+		"    -o glob_case=sensitive|insensitive  case of include/exclude\n"
+		"                            (sensitive; *.EXT rules never are)\n"
 		"    -o exempt_uid=USER      never scan for this user, by name or\n"
 		"                            number (repeatable)\n"
 		"    -o exempt_gid=GROUP     never scan for members of this group,\n"

@@ -24,6 +24,7 @@ struct policy {
 	size_t n_include;
 	char **exclude; /* globs of paths never scanned */
 	size_t n_exclude;
+	bool glob_nocase; /* globs ignore case (Samba's view of names) */
 	uid_t *exempt_uids;
 	size_t n_exempt_uids;
 	gid_t *exempt_gids;
@@ -65,7 +66,8 @@ bool policy_needs_path(const struct policy *p);
  * when unknown (then path rules cannot exclude: it is scanned).
  * Globs: `*` and `?` match across `/` (so `*.iso` matches at any depth
  * and "backups/" followed by two stars everything below backups); a glob
- * "*.EXT" matches the extension case-insensitively.
+ * "*.EXT" matches the extension case-insensitively, any other glob only
+ * with glob_nocase.
  */
 enum policy_decision policy_decide(const struct policy *p, const char *relpath,
 				   uid_t uid, gid_t gid, uint64_t size);

@@ -155,6 +155,30 @@ static void test_exempt_names(void **state)
 	opts_free(&o);
 }
 
+static void test_glob_case_option(void **state)
+{
+	struct fuse_args args;
+	struct clamfs_opts o;
+	char err[256];
+
+	assert_int_equal(PARSE(&o, &args, err, "/b", "/m"), 0);
+	assert_false(o.policy.glob_nocase); /* compatible default */
+	fuse_opt_free_args(&args);
+	opts_free(&o);
+	assert_int_equal(PARSE(&o, &args, err, "/b", "/m", "-o",
+			       "glob_case=insensitive"),
+			 0);
+	assert_true(o.policy.glob_nocase);
+	fuse_opt_free_args(&args);
+	opts_free(&o);
+	assert_int_equal(PARSE(&o, &args, err, "/b", "/m", "-o",
+			       "glob_case=insensitive,glob_case=sensitive"),
+			 0);
+	assert_false(o.policy.glob_nocase);
+	fuse_opt_free_args(&args);
+	opts_free(&o);
+}
+
 static void expect_usage_error(int argc, char **argv, const char *needle)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -191,6 +215,8 @@ static void test_bad_values(void **state)
 	EXPECT_USAGE_ERROR("exempt_gid=no-such-group-cfs': no such group", "/b",
 			   "/m", "-o", "exempt_gid=no-such-group-cfs");
 	EXPECT_USAGE_ERROR("exempt_uid=", "/b", "/m", "-o", "exempt_uid=");
+	EXPECT_USAGE_ERROR("glob_case=nocase", "/b", "/m", "-o",
+			   "glob_case=nocase");
 	EXPECT_USAGE_ERROR("exempt_gid=12x", "/b", "/m", "-o",
 			   "exempt_gid=12x");
 }
@@ -259,6 +285,7 @@ int main(void)
 		cmocka_unit_test(test_bad_values),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_exempt_names),
+		cmocka_unit_test(test_glob_case_option),
 		cmocka_unit_test(test_help_needs_no_paths),
 		cmocka_unit_test(test_mount_names_escaped_and_not_overridden),
 	};
