@@ -798,6 +798,8 @@ void opts_print_help(FILE *out, const char *progname)
 		"                            forget a mount's cached verdicts\n"
 		"    --stats [--prometheus] [--output FILE] MOUNTPOINT...\n"
 		"                            print mounts' live statistics\n"
+		"    --import-clamfs-xml FILE\n"
+		"                            print the INI of a ClamFS XML file\n"
 		"    -o config=FILE          read options from an INI file\n"
 		"    -o mountpoint=DIR       where to mount (mostly in a file)\n"
 		"    -o options=LIST         FUSE mount options (mostly in a "
