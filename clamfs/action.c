@@ -5,6 +5,8 @@
  */
 #include "action.h"
 
+#include <pwd.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,13 +18,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "qrecord.h"
+
 /*
  * Opens the directory holding relpath's last component, walking from
  * root_fd; with create, missing directories are made (mode 0700). Returns
  * the fd and points *base at the last component inside buf.
  */
-static int walk_parent(int root_fd, const char *relpath, bool create,
-		       char *buf, size_t buflen, const char **base)
+static int walk_parent(int root_fd, const char *relpath, bool create, char *buf,
+		       size_t buflen, const char **base)
 {
 	char *comp, *slash;
 	int fd, next;
@@ -63,15 +67,21 @@ static int walk_parent(int root_fd, const char *relpath, bool create,
 	return fd;
 }
 
+static int same_file_st(int dirfd, const char *name, dev_t dev, ino_t ino,
+			struct stat *st)
+{
+	if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) == -1)
+		return -errno;
+	if (!S_ISREG(st->st_mode) || st->st_dev != dev || st->st_ino != ino)
+		return -ESTALE;
+	return 0;
+}
+
 static int same_file_at(int dirfd, const char *name, dev_t dev, ino_t ino)
 {
 	struct stat st;
 
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
-		return -errno;
-	if (!S_ISREG(st.st_mode) || st.st_dev != dev || st.st_ino != ino)
-		return -ESTALE;
-	return 0;
+	return same_file_st(dirfd, name, dev, ino, &st);
 }
 
 int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
@@ -94,13 +104,14 @@ int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
 	return ret;
 }
 
-/* Copies an open file into a new file; for a quarantine on another fs. */
-static int copy_into(int src, int qdir, const char *name)
+int action_copy_file(int src, const struct stat *st, int dirfd,
+		     const char *name)
 {
+	struct timespec times[2] = {st->st_atim, st->st_mtim};
 	int dst, ret = 0;
 	off_t off = 0;
 
-	dst = openat(qdir, name,
+	dst = openat(dirfd, name,
 		     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		     0600);
 	if (dst == -1)
@@ -116,11 +127,19 @@ static int copy_into(int src, int qdir, const char *name)
 			break;
 		}
 	}
+	/*
+	 * Owner first: a chown clears set-id bits, which the chmod then
+	 * puts back; the times last, since writing moved the mtime.
+	 */
+	if (ret == 0 && (fchown(dst, st->st_uid, st->st_gid) == -1 ||
+			 fchmod(dst, st->st_mode & 07777) == -1 ||
+			 futimens(dst, times) == -1))
+		ret = -errno;
 	if (ret == 0 && fsync(dst) == -1)
 		ret = -errno;
 	close(dst);
 	if (ret)
-		unlinkat(qdir, name, 0);
+		unlinkat(dirfd, name, 0);
 	return ret;
 }
 
@@ -137,7 +156,7 @@ static int move_across(int dirfd, const char *base, dev_t dev, ino_t ino,
 		close(src);
 		return -ESTALE;
 	}
-	ret = copy_into(src, qdir, name);
+	ret = action_copy_file(src, &st, qdir, name);
 	close(src);
 	if (ret)
 		return ret;
@@ -147,14 +166,44 @@ static int move_across(int dirfd, const char *base, dev_t dev, ino_t ino,
 	return ret;
 }
 
-int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
-		      ino_t ino, int qdir_fd, char *dest, size_t destlen,
-		      struct stat *parent)
+/* Writes the record of qdir/name; returns 0 or why it could not. */
+static int write_record(int qdir, const char *name, const char *relpath,
+			const struct stat *st, time_t now,
+			const struct quarantine_note *note)
 {
-	char src_buf[PATH_MAX], dst_buf[PATH_MAX], stamp[32], name[NAME_MAX + 1];
+	struct passwd pw, *res = NULL;
+	char tmp[1024];
+	struct qrecord r = {
+		.path = (char *)relpath,
+		.share = (char *)note->share,
+		.signature = (char *)note->signature,
+		.when = now,
+		.uid = st->st_uid,
+		.gid = st->st_gid,
+		.mode = st->st_mode,
+		.size = (uint64_t)st->st_size,
+		.mtime = st->st_mtim,
+		.has_opener = true,
+		.opener_uid = note->opener_uid,
+	};
+
+	/* may ask a directory server, as the detection log line does */
+	if (getpwuid_r(note->opener_uid, &pw, tmp, sizeof(tmp), &res) == 0 &&
+	    res)
+		r.opener_name = res->pw_name;
+	return qrecord_write_at(qdir, name, &r);
+}
+
+int action_quarantine(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
+		      int qdir_fd, char *dest, size_t destlen,
+		      struct stat *parent, struct quarantine_note *note)
+{
+	char src_buf[PATH_MAX], dst_buf[PATH_MAX], stamp[32],
+		name[NAME_MAX + 1];
 	const char *base, *qbase;
 	int dirfd, qdir = -1, ret;
 	time_t now = time(NULL);
+	struct stat st;
 	struct tm tm;
 
 	gmtime_r(&now, &tm);
@@ -163,7 +212,7 @@ int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
 			    sizeof(src_buf), &base);
 	if (dirfd < 0)
 		return dirfd;
-	ret = same_file_at(dirfd, base, dev, ino);
+	ret = same_file_st(dirfd, base, dev, ino, &st);
 	if (ret)
 		goto out;
 	qdir = walk_parent(qdir_fd, relpath, true, dst_buf, sizeof(dst_buf),
@@ -173,17 +222,18 @@ int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
 		goto out;
 	}
 	for (int n = 0; n < 1000; n++) {
-		int len = n ? snprintf(name, sizeof(name), "%s.%s.%d", qbase,
-				       stamp, n)
-			    : snprintf(name, sizeof(name), "%s.%s", qbase,
-				       stamp);
+		int len =
+			n ? snprintf(name, sizeof(name), "%s.%s.%d", qbase,
+				     stamp, n)
+			  : snprintf(name, sizeof(name), "%s.%s", qbase, stamp);
 
-		if (len < 0 || (size_t)len >= sizeof(name)) {
+		/* the record's temporary name must fit too */
+		if (len < 0 ||
+		    (size_t)len + QRECORD_NAME_RESERVE >= sizeof(name)) {
 			ret = -ENAMETOOLONG;
 			goto out;
 		}
-		ret = renameat2(dirfd, base, qdir, name, RENAME_NOREPLACE) ==
-				      -1
+		ret = renameat2(dirfd, base, qdir, name, RENAME_NOREPLACE) == -1
 			      ? -errno
 			      : 0;
 		/*
@@ -191,8 +241,7 @@ int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
 		 * rename: the moved file must be the scanned one, or it goes
 		 * back.
 		 */
-		if (ret == 0 &&
-		    same_file_at(qdir, name, dev, ino) == -ESTALE) {
+		if (ret == 0 && same_file_at(qdir, name, dev, ino) == -ESTALE) {
 			renameat2(qdir, name, dirfd, base, RENAME_NOREPLACE);
 			ret = -ESTALE;
 		}
@@ -203,6 +252,9 @@ int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
 	}
 	if (ret == 0 && parent && fstat(dirfd, parent) == -1)
 		memset(parent, 0, sizeof(*parent));
+	if (ret == 0 && note)
+		note->record_error =
+			write_record(qdir, name, relpath, &st, now, note);
 	if (ret == 0) {
 		const char *last = strrchr(relpath, '/');
 

@@ -12,17 +12,36 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
+/* What the record beside a quarantined file says besides the file's own. */
+struct quarantine_note {
+	const char *share;     /* the backend's absolute path */
+	const char *signature; /* as clamd named it */
+	uid_t opener_uid;      /* whose open found it */
+	int record_error;      /* out: 0, or why no record was written */
+};
+
 /*
  * Moves relpath (relative to backend_fd) into qdir_fd as
  * "<relpath>.<YYYYmmddTHHMMSSZ>" (".N" appended if that exists: never
  * overwrites). Copies and unlinks when the quarantine is on another
- * filesystem. dev/ino identify the scanned file. On success writes the
- * quarantine-relative destination into dest. 0 or negative errno
- * (-ESTALE: the name no longer refers to the scanned file).
+ * filesystem, keeping owner, mode and timestamps. dev/ino identify the
+ * scanned file. With note, a record (qrecord.h) is written beside the
+ * moved file; failing to write it does not undo the move (note->
+ * record_error says why). On success writes the quarantine-relative
+ * destination into dest. 0 or negative errno (-ESTALE: the name no longer
+ * refers to the scanned file).
  */
-int action_quarantine(int backend_fd, const char *relpath, dev_t dev,
-		      ino_t ino, int qdir_fd, char *dest, size_t destlen,
-		      struct stat *parent);
+int action_quarantine(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
+		      int qdir_fd, char *dest, size_t destlen,
+		      struct stat *parent, struct quarantine_note *note);
+
+/*
+ * Copies the open regular file src (described by st) into a new file
+ * dirfd/name (never replacing one), with st's owner, mode and timestamps,
+ * synced. On failure nothing is left behind. 0 or negative errno.
+ */
+int action_copy_file(int src, const struct stat *st, int dirfd,
+		     const char *name);
 
 /*
  * Unlinks relpath if it still refers to dev/ino. 0 or negative errno.

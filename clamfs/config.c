@@ -38,6 +38,7 @@ static const struct {
 	{"oversize", "scan"},
 	{"include", "scan"},
 	{"exclude", "scan"},
+	{"glob_case", "scan"},
 	{"exempt_uid", "scan"},
 	{"exempt_gid", "scan"},
 	{"scan_on_close", "scan"},

@@ -27,6 +27,7 @@
 #include "ops.h"
 #include "opts.h"
 #include "runtime.h"
+#include "xmlimport.h"
 
 #if !defined(__SANITIZE_ADDRESS__)
 static char crash_msg[PATH_MAX + 128];
@@ -223,6 +224,8 @@ int main(int argc, char *argv[])
 		return ctl_reload(argc - 2, argv + 2, stdout);
 	if (argc >= 2 && strcmp(argv[1], "--drop-cache") == 0)
 		return ctl_drop_cache(argc - 2, argv + 2, stdout);
+	if (argc >= 2 && strcmp(argv[1], "--import-clamfs-xml") == 0)
+		return xmlimport_main(argc - 2, argv + 2);
 	if (opts_parse(argc, argv, &opts, &args, err, sizeof(err)) != 0) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		return EXIT_CONFIG;

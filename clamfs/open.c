@@ -186,7 +186,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 {
 	const struct policy *pol = fs_policy(fs);
 	char buf[PATH_MAX], dest[PATH_MAX], qdest[PATH_MAX * 4 + 8];
-	char outcome[sizeof(qdest) + 64];
+	char outcome[sizeof(qdest) + 128];
 	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
 	struct detection det = {
 		.event = event,
@@ -197,6 +197,11 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 		.uid = p->uid,
 		.gid = p->gid,
 		.cached = cached,
+	};
+	struct quarantine_note note = {
+		.share = fs->backend_path,
+		.signature = sig,
+		.opener_uid = p->uid,
 	};
 	int ret;
 
@@ -211,14 +216,19 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 					      rel, p->stamp.st.st_dev,
 					      p->stamp.st.st_ino,
 					      fs->quarantine_fd, dest,
-					      sizeof(dest), &p->removed_from)
+					      sizeof(dest), &p->removed_from,
+					      &note)
 			  : -ENOENT;
 		if (ret == 0) {
 			note_removed(p, rel);
 			/* the uploader chose the name: quoted like any */
 			log_quote(qdest, sizeof(qdest), dest);
-			snprintf(outcome, sizeof(outcome), "quarantined_as=%s",
-				 qdest);
+			snprintf(outcome, sizeof(outcome),
+				 "quarantined_as=%s%s%s%s", qdest,
+				 note.record_error ? " record_failed=\"" : "",
+				 note.record_error ? strerror(-note.record_error)
+						   : "",
+				 note.record_error ? "\"" : "");
 			stats_inc(&fs->stats, STAT_QUARANTINED);
 		} else {
 			snprintf(outcome, sizeof(outcome),
@@ -468,6 +478,39 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 	return ret;
 }
 
+/*
+ * The opener's supplementary groups, for exempt_gid; only fetched when an
+ * exempt group could apply, since libfuse reads them from the opener's
+ * /proc status file, one small read per open. Not cached by uid: a
+ * process may have dropped groups its uid has. NULL (none known, so no
+ * exemption by them) on failure; free what is not small.
+ */
+static gid_t *opener_groups(fuse_req_t req, gid_t *small, size_t cap,
+			    size_t *n)
+{
+	int got = fuse_req_getgroups(req, (int)cap, small);
+	gid_t *big;
+
+	*n = 0;
+	if (got < 0)
+		return NULL;
+	if ((size_t)got <= cap) {
+		*n = (size_t)got;
+		return small;
+	}
+	cap = (size_t)got + 16; /* it may grow between the calls */
+	big = calloc(cap, sizeof(*big));
+	if (!big)
+		return NULL;
+	got = fuse_req_getgroups(req, (int)cap, big);
+	if (got < 0 || (size_t)got > cap) {
+		free(big);
+		return NULL;
+	}
+	*n = (size_t)got;
+	return big;
+}
+
 /* The policy's verdict without a scan; -1 when a scan must decide. */
 static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 			    const struct stat *st)
@@ -475,6 +518,9 @@ static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char buf[PATH_MAX];
 	const char *rel = NULL;
+	gid_t small[64], *groups = NULL;
+	size_t ngroups = 0;
+	enum policy_decision d;
 
 	if (st->st_size == 0) {
 		stats_inc(&fs->stats, STAT_EMPTY);
@@ -487,8 +533,13 @@ static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 	 */
 	if (policy_needs_path(fs_policy(fs)))
 		rel = fs_fd_only_name(fs, fd, buf, sizeof(buf));
-	switch (policy_decide(fs_policy(fs), rel, ctx->uid, ctx->gid,
-			      (uint64_t)st->st_size)) {
+	if (policy_wants_groups(fs_policy(fs), ctx->uid, ctx->gid))
+		groups = opener_groups(req, small, 64, &ngroups);
+	d = policy_decide_groups(fs_policy(fs), rel, ctx->uid, ctx->gid,
+				 groups, ngroups, (uint64_t)st->st_size);
+	if (groups != small)
+		free(groups);
+	switch (d) {
 	case POLICY_SCAN:
 		return -1;
 	case POLICY_SKIP_EXCLUDED:

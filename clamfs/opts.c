@@ -9,7 +9,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,7 @@ enum opt_key {
 	KEY_OVERSIZE,
 	KEY_INCLUDE,
 	KEY_EXCLUDE,
+	KEY_GLOB_CASE,
 	KEY_EXEMPT_UID,
 	KEY_EXEMPT_GID,
 	KEY_CONFIG,
@@ -100,6 +103,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("oversize=", KEY_OVERSIZE),
 	FUSE_OPT_KEY("include=", KEY_INCLUDE),
 	FUSE_OPT_KEY("exclude=", KEY_EXCLUDE),
+	FUSE_OPT_KEY("glob_case=", KEY_GLOB_CASE),
 	FUSE_OPT_KEY("exempt_uid=", KEY_EXEMPT_UID),
 	FUSE_OPT_KEY("exempt_gid=", KEY_EXEMPT_GID),
 	FUSE_OPT_KEY("config=", KEY_CONFIG),
@@ -240,6 +244,39 @@ static int parse_flag(struct parse_ctx *ctx, const char *arg, bool *out)
 	return 0;
 }
 
+/*
+ * An exempt user or group: a number, or a name looked up now (at mount and
+ * at each reload), so an unknown name is a configuration error rather
+ * than an exemption that silently never applies.
+ */
+static int parse_exempt(struct parse_ctx *ctx, const char *arg, bool user,
+			unsigned long *out)
+{
+	const char *val = opt_value(arg);
+	struct passwd pw, *pwr = NULL;
+	struct group gr, *grr = NULL;
+	char buf[4096];
+	int ret;
+
+	/* all digits: a number; a name may start with one */
+	if (*val && strspn(val, "0123456789") == strlen(val))
+		return parse_ulong(ctx, arg, 0, UINT32_MAX - 1, out);
+	if (*val == '\0')
+		return parse_fail(ctx, -EINVAL, "empty value in '%s'", arg);
+	if (user)
+		ret = getpwnam_r(val, &pw, buf, sizeof(buf), &pwr);
+	else
+		ret = getgrnam_r(val, &gr, buf, sizeof(buf), &grr);
+	if (ret)
+		return parse_fail(ctx, -ret, "'%s': cannot look up the %s: %s",
+				  arg, user ? "user" : "group", strerror(ret));
+	if (user ? !pwr : !grr)
+		return parse_fail(ctx, -EINVAL, "'%s': no such %s", arg,
+				  user ? "user" : "group");
+	*out = user ? (unsigned long)pwr->pw_uid : (unsigned long)grr->gr_gid;
+	return 0;
+}
+
 static int set_string(struct parse_ctx *ctx, char **dst, const char *val)
 {
 	char *copy = strdup(val);
@@ -256,6 +293,8 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 	static const char *const modes[] = {"fdpass", "stream", "path", NULL};
 	static const char *const deny_allow[] = {"deny", "allow", NULL};
 	static const char *const errnos[] = {"EACCES", "EPERM", NULL};
+	static const char *const glob_cases[] = {"sensitive", "insensitive",
+						 NULL};
 	static const char *const log_levels[] = {"error", "warning", "info",
 						 "debug", NULL};
 	struct clamfs_opts *opts = ctx->opts;
@@ -342,6 +381,12 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 			return -1;
 		p->oversize_allow = choice == 1;
 		return 0;
+	case KEY_GLOB_CASE:
+		if (parse_choice(ctx, arg, glob_cases,
+				 "sensitive or insensitive", &choice))
+			return -1;
+		p->glob_nocase = choice == 1;
+		return 0;
 	case KEY_INCLUDE:
 	case KEY_EXCLUDE:
 		if (*val == '\0')
@@ -368,7 +413,7 @@ static int scan_opt_proc(struct parse_ctx *ctx, const char *arg, int key)
 		return set_string(ctx, &opts->mountpoint_opt, val);
 	case KEY_EXEMPT_UID:
 	case KEY_EXEMPT_GID:
-		if (parse_ulong(ctx, arg, 0, UINT32_MAX - 1, &id))
+		if (parse_exempt(ctx, arg, key == KEY_EXEMPT_UID, &id))
 			return -1;
 		ret = key == KEY_EXEMPT_UID
 			      ? policy_add_exempt_uid(p, (uid_t)id)
@@ -753,6 +798,8 @@ void opts_print_help(FILE *out, const char *progname)
 		"                            forget a mount's cached verdicts\n"
 		"    --stats [--prometheus] [--output FILE] MOUNTPOINT...\n"
 		"                            print mounts' live statistics\n"
+		"    --import-clamfs-xml FILE\n"
+		"                            print the INI of a ClamFS XML file\n"
 		"    -o config=FILE          read options from an INI file\n"
 		"    -o mountpoint=DIR       where to mount (mostly in a file)\n"
 		"    -o options=LIST         FUSE mount options (mostly in a "
@@ -791,8 +838,12 @@ void opts_print_help(FILE *out, const char *progname)
 		"    -o oversize=allow|deny  what happens to them (allow)\n"
 		"    -o include=GLOB         scan only matching paths (repeatable)\n"
 		"    -o exclude=GLOB         never scan matching paths (repeatable)\n"
-		"    -o exempt_uid=UID       never scan for this user (repeatable)\n"
-		"    -o exempt_gid=GID       never scan for this group (repeatable)\n"
+		"    -o glob_case=sensitive|insensitive  case of include/exclude\n"
+		"                            (sensitive; *.EXT rules never are)\n"
+		"    -o exempt_uid=USER      never scan for this user, by name or\n"
+		"                            number (repeatable)\n"
+		"    -o exempt_gid=GROUP     never scan for members of this group,\n"
+		"                            supplementary too (repeatable)\n"
 		"    -o scan_on_close        scan a file when its last writer closes\n"
 		"    -o cache_entries=N      verdict cache size (100000)\n"
 		"    -o cache_ttl=SEC        verdict lifetime; 0: no cache (3600)\n"

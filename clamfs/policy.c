@@ -93,38 +93,63 @@ static bool is_extension_glob(const char *g)
 	return g[0] == '*' && g[1] == '.' && !strpbrk(g + 2, "*?[/\\");
 }
 
-static bool glob_matches(const char *glob, const char *path)
+static bool glob_matches(const char *glob, const char *path, bool nocase)
 {
 	if (is_extension_glob(glob)) {
 		size_t lp = strlen(path), lg = strlen(glob + 1);
 
 		return lp >= lg && strcasecmp(path + lp - lg, glob + 1) == 0;
 	}
-	return fnmatch(glob, path, 0) == 0;
+	return fnmatch(glob, path, nocase ? FNM_CASEFOLD : 0) == 0;
 }
 
-static bool any_glob(char *const *globs, size_t n, const char *path)
+static bool any_glob(char *const *globs, size_t n, const char *path,
+		     bool nocase)
 {
 	for (size_t i = 0; i < n; i++)
-		if (glob_matches(globs[i], path))
+		if (glob_matches(globs[i], path, nocase))
 			return true;
 	return false;
+}
+
+static bool exempt_ids(const struct policy *p, uid_t uid, gid_t gid)
+{
+	for (size_t i = 0; i < p->n_exempt_uids; i++)
+		if (p->exempt_uids[i] == uid)
+			return true;
+	for (size_t i = 0; i < p->n_exempt_gids; i++)
+		if (p->exempt_gids[i] == gid)
+			return true;
+	return false;
+}
+
+bool policy_wants_groups(const struct policy *p, uid_t uid, gid_t gid)
+{
+	return p->n_exempt_gids && !exempt_ids(p, uid, gid);
 }
 
 enum policy_decision policy_decide(const struct policy *p, const char *relpath,
 				   uid_t uid, gid_t gid, uint64_t size)
 {
-	for (size_t i = 0; i < p->n_exempt_uids; i++)
-		if (p->exempt_uids[i] == uid)
-			return POLICY_SKIP_EXCLUDED;
+	return policy_decide_groups(p, relpath, uid, gid, NULL, 0, size);
+}
+
+enum policy_decision policy_decide_groups(const struct policy *p,
+					  const char *relpath, uid_t uid,
+					  gid_t gid, const gid_t *groups,
+					  size_t ngroups, uint64_t size)
+{
+	if (exempt_ids(p, uid, gid))
+		return POLICY_SKIP_EXCLUDED;
 	for (size_t i = 0; i < p->n_exempt_gids; i++)
-		if (p->exempt_gids[i] == gid)
-			return POLICY_SKIP_EXCLUDED;
+		for (size_t j = 0; j < ngroups; j++)
+			if (p->exempt_gids[i] == groups[j])
+				return POLICY_SKIP_EXCLUDED;
 	if (relpath) {
-		if (p->n_include &&
-		    !any_glob(p->include, p->n_include, relpath))
+		if (p->n_include && !any_glob(p->include, p->n_include, relpath,
+					      p->glob_nocase))
 			return POLICY_SKIP_EXCLUDED;
-		if (any_glob(p->exclude, p->n_exclude, relpath))
+		if (any_glob(p->exclude, p->n_exclude, relpath, p->glob_nocase))
 			return POLICY_SKIP_EXCLUDED;
 	}
 	if (p->max_scan_size && size > p->max_scan_size)

@@ -24,6 +24,7 @@ struct policy {
 	size_t n_include;
 	char **exclude; /* globs of paths never scanned */
 	size_t n_exclude;
+	bool glob_nocase; /* globs ignore case (Samba's view of names) */
 	uid_t *exempt_uids;
 	size_t n_exempt_uids;
 	gid_t *exempt_gids;
@@ -65,10 +66,27 @@ bool policy_needs_path(const struct policy *p);
  * when unknown (then path rules cannot exclude: it is scanned).
  * Globs: `*` and `?` match across `/` (so `*.iso` matches at any depth
  * and "backups/" followed by two stars everything below backups); a glob
- * "*.EXT" matches the extension case-insensitively.
+ * "*.EXT" matches the extension case-insensitively, any other glob only
+ * with glob_nocase.
  */
 enum policy_decision policy_decide(const struct policy *p, const char *relpath,
 				   uid_t uid, gid_t gid, uint64_t size);
+
+/*
+ * The same, for a caller with supplementary groups: a member of an exempt
+ * group is exempt whether the group is its primary one or not.
+ */
+enum policy_decision policy_decide_groups(const struct policy *p,
+					  const char *relpath, uid_t uid,
+					  gid_t gid, const gid_t *groups,
+					  size_t ngroups, uint64_t size);
+
+/*
+ * Whether the caller's supplementary groups could change the decision
+ * (exempt groups are set and uid/gid alone do not exempt): only then are
+ * they worth fetching.
+ */
+bool policy_wants_groups(const struct policy *p, uid_t uid, gid_t gid);
 
 const char *infected_action_name(enum infected_action a);
 /* Parses deny|log|quarantine|delete. 0 or -EINVAL. */

@@ -721,6 +721,10 @@ static void note_policy_changes(const struct clamfs_opts *o,
 		note(buf, len, "oversize",
 		     op->oversize_allow ? "allow" : "deny",
 		     np->oversize_allow ? "allow" : "deny");
+	if (op->glob_nocase != np->glob_nocase)
+		note(buf, len, "glob_case",
+		     op->glob_nocase ? "insensitive" : "sensitive",
+		     np->glob_nocase ? "insensitive" : "sensitive");
 	if (strv_differs(op->include, op->n_include, np->include,
 			 np->n_include))
 		note(buf, len, "include", num(a, op->n_include),

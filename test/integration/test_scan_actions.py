@@ -22,6 +22,8 @@ def _qfiles(qdir):
     out = []
     for dirpath, dirnames, filenames in os.walk(qdir):
         for n in filenames:
+            if n.endswith(".clamfs"):  # the record beside each file
+                continue
             out.append(os.path.relpath(os.path.join(dirpath, n), qdir))
     return sorted(out)
 

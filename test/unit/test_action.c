@@ -22,6 +22,7 @@
 #include "action.h"
 #include "detect.h"
 #include "log.h"
+#include "qrecord.h"
 
 struct dirs {
 	char backend[64];
@@ -83,17 +84,59 @@ static void read_file(int dirfd, const char *name, char *buf, size_t len)
 static void quarantine_keeps_path(const char *qbase)
 {
 	char dest[PATH_MAX], dest2[PATH_MAX], buf[64];
-	struct stat st, st2, parent, sub;
+	struct stat st, st2, parent, sub, moved;
+	struct timespec old[2] = {{1000000000, 5}, {1234567890, 123456789}};
+	struct quarantine_note note = {
+		.share = "/srv/share",
+		.signature = "Sig\nnewline=forged",
+		.opener_uid = 4242,
+	};
+	struct qrecord rec;
 	struct dirs d;
 
 	assert_int_equal(make_dirs(&d, qbase), 0);
 	assert_int_equal(mkdirat(d.bfd, "up", 0755), 0);
 	assert_int_equal(mkdirat(d.bfd, "up/sub", 0755), 0);
 	write_file(d.bfd, "up/sub/bad.exe", "first", &st);
+	/* owner, mode and times survive the move, even across filesystems */
+	assert_int_equal(fchownat(d.bfd, "up/sub/bad.exe", 12345, 23456, 0), 0);
+	assert_int_equal(fchmodat(d.bfd, "up/sub/bad.exe", 0751, 0), 0);
+	assert_int_equal(utimensat(d.bfd, "up/sub/bad.exe", old, 0), 0);
 	assert_int_equal(action_quarantine(d.bfd, "up/sub/bad.exe", st.st_dev,
-					   st.st_ino, d.qfd, dest,
-					   sizeof(dest), &parent),
+					   st.st_ino, d.qfd, dest, sizeof(dest),
+					   &parent, &note),
 			 0);
+	assert_int_equal(note.record_error, 0);
+	assert_int_equal(fstatat(d.qfd, dest, &moved, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(moved.st_uid, 12345);
+	assert_int_equal(moved.st_gid, 23456);
+	assert_int_equal(moved.st_mode & 07777, 0751);
+	assert_int_equal(moved.st_mtim.tv_sec, 1234567890);
+	assert_int_equal(moved.st_mtim.tv_nsec, 123456789);
+	{
+		char rdir[PATH_MAX];
+		int rfd;
+
+		snprintf(rdir, sizeof(rdir), "%s", dest);
+		*strrchr(rdir, '/') = '\0';
+		rfd = openat(d.qfd, rdir, O_PATH | O_DIRECTORY);
+		assert_true(rfd >= 0);
+		assert_int_equal(
+			qrecord_read_at(rfd, strrchr(dest, '/') + 1, &rec), 0);
+		close(rfd);
+	}
+	assert_string_equal(rec.path, "up/sub/bad.exe");
+	assert_string_equal(rec.share, "/srv/share");
+	assert_string_equal(rec.signature, note.signature);
+	assert_int_equal(rec.uid, 12345);
+	assert_int_equal(rec.gid, 23456);
+	assert_int_equal(rec.mode, 0751);
+	assert_int_equal(rec.size, 5);
+	assert_int_equal(rec.mtime.tv_sec, 1234567890);
+	assert_int_equal(rec.mtime.tv_nsec, 123456789);
+	assert_true(rec.has_opener);
+	assert_int_equal(rec.opener_uid, 4242);
+	qrecord_free(&rec);
 	/* the directory the name left, for the kernel's dentry cache */
 	assert_int_equal(fstatat(d.bfd, "up/sub", &sub, 0), 0);
 	assert_int_equal(parent.st_ino, sub.st_ino);
@@ -104,9 +147,9 @@ static void quarantine_keeps_path(const char *qbase)
 
 	/* same name again within the second: a new name, no overwrite */
 	write_file(d.bfd, "up/sub/bad.exe", "second", &st2);
-	assert_int_equal(action_quarantine(d.bfd, "up/sub/bad.exe",
-					   st2.st_dev, st2.st_ino, d.qfd,
-					   dest2, sizeof(dest2), NULL),
+	assert_int_equal(action_quarantine(d.bfd, "up/sub/bad.exe", st2.st_dev,
+					   st2.st_ino, d.qfd, dest2,
+					   sizeof(dest2), NULL, NULL),
 			 0);
 	assert_string_not_equal(dest, dest2);
 	read_file(d.qfd, dest, buf, sizeof(buf));
@@ -144,24 +187,27 @@ static void test_refuses_swapped_file_and_symlinks(void **state)
 	/* the name now refers to another file than the one scanned */
 	assert_int_equal(renameat(d.bfd, "other", d.bfd, "scanned"), 0);
 	assert_int_equal(action_quarantine(d.bfd, "scanned", st.st_dev,
-					   st.st_ino, d.qfd, dest,
-					   sizeof(dest), NULL),
+					   st.st_ino, d.qfd, dest, sizeof(dest),
+					   NULL, NULL),
 			 -ESTALE);
-	assert_int_equal(action_delete(d.bfd, "scanned", st.st_dev, st.st_ino, NULL),
-			 -ESTALE);
+	assert_int_equal(
+		action_delete(d.bfd, "scanned", st.st_dev, st.st_ino, NULL),
+		-ESTALE);
 	assert_int_equal(faccessat(d.bfd, "scanned", F_OK, 0), 0);
 
 	/* a symlinked directory on the way is not followed */
 	assert_int_equal(mkdirat(d.bfd, "real", 0755), 0);
 	write_file(d.bfd, "real/f", "z", &st);
 	assert_int_equal(symlinkat("real", d.bfd, "link"), 0);
-	assert_int_equal(action_delete(d.bfd, "link/f", st.st_dev, st.st_ino, NULL),
-			 -ENOTDIR);
-	assert_int_equal(action_delete(d.bfd, "../x", st.st_dev, st.st_ino, NULL),
-			 -EINVAL);
+	assert_int_equal(
+		action_delete(d.bfd, "link/f", st.st_dev, st.st_ino, NULL),
+		-ENOTDIR);
+	assert_int_equal(
+		action_delete(d.bfd, "../x", st.st_dev, st.st_ino, NULL),
+		-EINVAL);
 	assert_int_equal(faccessat(d.bfd, "real/f", F_OK, 0), 0);
-	assert_int_equal(action_delete(d.bfd, "real/f", st.st_dev, st.st_ino, NULL),
-			 0);
+	assert_int_equal(
+		action_delete(d.bfd, "real/f", st.st_dev, st.st_ino, NULL), 0);
 	assert_int_equal(faccessat(d.bfd, "real/f", F_OK, 0), -1);
 	free_dirs(&d);
 }

@@ -134,6 +134,51 @@ static void test_timeouts_and_permissions(void **state)
 	opts_free(&o);
 }
 
+/* Exempt users and groups by name (resolved at parse time) or number. */
+static void test_exempt_names(void **state)
+{
+	struct fuse_args args;
+	struct clamfs_opts o;
+	char err[256];
+
+	assert_int_equal(PARSE(&o, &args, err, "/b", "/m", "-o",
+			       "exempt_uid=root,exempt_uid=34,"
+			       "exempt_gid=root,exempt_gid=50"),
+			 0);
+	assert_int_equal(o.policy.n_exempt_uids, 2);
+	assert_int_equal(o.policy.exempt_uids[0], 0);
+	assert_int_equal(o.policy.exempt_uids[1], 34);
+	assert_int_equal(o.policy.n_exempt_gids, 2);
+	assert_int_equal(o.policy.exempt_gids[0], 0);
+	assert_int_equal(o.policy.exempt_gids[1], 50);
+	fuse_opt_free_args(&args);
+	opts_free(&o);
+}
+
+static void test_glob_case_option(void **state)
+{
+	struct fuse_args args;
+	struct clamfs_opts o;
+	char err[256];
+
+	assert_int_equal(PARSE(&o, &args, err, "/b", "/m"), 0);
+	assert_false(o.policy.glob_nocase); /* compatible default */
+	fuse_opt_free_args(&args);
+	opts_free(&o);
+	assert_int_equal(PARSE(&o, &args, err, "/b", "/m", "-o",
+			       "glob_case=insensitive"),
+			 0);
+	assert_true(o.policy.glob_nocase);
+	fuse_opt_free_args(&args);
+	opts_free(&o);
+	assert_int_equal(PARSE(&o, &args, err, "/b", "/m", "-o",
+			       "glob_case=insensitive,glob_case=sensitive"),
+			 0);
+	assert_false(o.policy.glob_nocase);
+	fuse_opt_free_args(&args);
+	opts_free(&o);
+}
+
 static void expect_usage_error(int argc, char **argv, const char *needle)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -165,6 +210,15 @@ static void test_bad_values(void **state)
 	EXPECT_USAGE_ERROR("attr_timeout=nan", "/b", "/m", "-o",
 			   "attr_timeout=nan");
 	EXPECT_USAGE_ERROR("empty backend", "-o", "backend=", "/m");
+	EXPECT_USAGE_ERROR("exempt_uid=no-such-user-cfs': no such user", "/b",
+			   "/m", "-o", "exempt_uid=no-such-user-cfs");
+	EXPECT_USAGE_ERROR("exempt_gid=no-such-group-cfs': no such group", "/b",
+			   "/m", "-o", "exempt_gid=no-such-group-cfs");
+	EXPECT_USAGE_ERROR("exempt_uid=", "/b", "/m", "-o", "exempt_uid=");
+	EXPECT_USAGE_ERROR("glob_case=nocase", "/b", "/m", "-o",
+			   "glob_case=nocase");
+	EXPECT_USAGE_ERROR("exempt_gid=12x", "/b", "/m", "-o",
+			   "exempt_gid=12x");
 }
 
 static void test_bad_arguments(void **state)
@@ -230,6 +284,8 @@ int main(void)
 		cmocka_unit_test(test_timeouts_and_permissions),
 		cmocka_unit_test(test_bad_values),
 		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_exempt_names),
+		cmocka_unit_test(test_glob_case_option),
 		cmocka_unit_test(test_help_needs_no_paths),
 		cmocka_unit_test(test_mount_names_escaped_and_not_overridden),
 	};

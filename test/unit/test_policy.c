@@ -91,6 +91,65 @@ static void test_exempt_ids(void **state)
 	policy_free(&p);
 }
 
+/* glob_case=insensitive: every glob ignores case, not only *.EXT. */
+static void test_glob_case(void **state)
+{
+	struct policy p;
+
+	policy_init(&p);
+	assert_int_equal(policy_add_glob(&p, false, "Backups/**"), 0);
+	assert_int_equal(policy_add_glob(&p, false, "*.iso"), 0);
+	assert_int_equal(policy_decide(&p, "Backups/x", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide(&p, "backups/x", 1, 1, 10),
+			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "a/B.ISO", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	p.glob_nocase = true;
+	assert_int_equal(policy_decide(&p, "backups/x", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide(&p, "BACKUPS/x", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide(&p, "backupsx", 1, 1, 10),
+			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "a/B.ISO", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	policy_free(&p);
+	/* include rules too */
+	policy_init(&p);
+	p.glob_nocase = true;
+	assert_int_equal(policy_add_glob(&p, true, "uploads/*"), 0);
+	assert_int_equal(policy_decide(&p, "Uploads/x", 1, 1, 10),
+			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "other/x", 1, 1, 10),
+			 POLICY_SKIP_EXCLUDED);
+	policy_free(&p);
+}
+
+/* A member of an exempt group is exempt by a supplementary group too. */
+static void test_exempt_supplementary_groups(void **state)
+{
+	const gid_t groups[] = {7, 50, 9};
+	struct policy p;
+
+	policy_init(&p);
+	assert_false(policy_wants_groups(&p, 1, 1));
+	assert_int_equal(policy_add_exempt_uid(&p, 34), 0);
+	assert_false(policy_wants_groups(&p, 1, 1));
+	assert_int_equal(policy_add_exempt_gid(&p, 50), 0);
+	assert_true(policy_wants_groups(&p, 1, 1));
+	/* already decided by the ids: no need to fetch groups */
+	assert_false(policy_wants_groups(&p, 34, 1));
+	assert_false(policy_wants_groups(&p, 1, 50));
+	assert_int_equal(policy_decide_groups(&p, "x", 1, 1, groups, 3, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide_groups(&p, "x", 1, 1, groups, 1, 10),
+			 POLICY_SCAN);
+	assert_int_equal(policy_decide_groups(&p, "x", 1, 1, NULL, 0, 10),
+			 POLICY_SCAN);
+	policy_free(&p);
+}
+
 static void test_size_limit(void **state)
 {
 	struct policy p;
@@ -147,6 +206,8 @@ int main(void)
 		cmocka_unit_test(test_exclude_globs),
 		cmocka_unit_test(test_include_limits_scanning),
 		cmocka_unit_test(test_exempt_ids),
+		cmocka_unit_test(test_glob_case),
+		cmocka_unit_test(test_exempt_supplementary_groups),
 		cmocka_unit_test(test_size_limit),
 		cmocka_unit_test(test_parse_size_and_action),
 	};
