@@ -15,7 +15,6 @@ left in the kernel's cache that the backend never got). Prints one JSON
 object: counts and the problems found.
 """
 import errno
-import hashlib
 import json
 import mmap
 import os

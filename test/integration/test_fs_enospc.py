@@ -13,7 +13,6 @@ import os
 import random
 import subprocess
 import threading
-import time
 
 import pytest
 
