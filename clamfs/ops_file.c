@@ -179,7 +179,8 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
 		  off_t off, struct fuse_file_info *fi)
 {
-	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
+	size_t size = fuse_buf_size(in_buf);
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
 	struct inode *inode = req_inode(req, ino);
 	bool switched;
 	ssize_t n;
@@ -196,6 +197,23 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
 	gate_note_write(req_fs(req), inode);
 	switched = req_writer_enter(req, fi_fd(fi));
 	n = fuse_buf_copy(&out, in_buf, 0);
+	/*
+	 * Write-back of the page cache (a shared mapping) takes only an
+	 * error as failure: the kernel ignores the count of its reply, so a
+	 * short write (a full backend) would be a loss nobody is told about,
+	 * not msync, not fsync. The rest is retried, which either completes
+	 * it or names the error. A write(2) keeps its short count, which the
+	 * kernel hands to the caller as a native write would.
+	 */
+	while (fi->writepage && n > 0 && (size_t)n < size) {
+		ssize_t more = fuse_buf_copy(&out, in_buf, 0);
+
+		if (more <= 0) {
+			n = more < 0 ? more : -EIO;
+			break;
+		}
+		n += more;
+	}
 	req_writer_leave(switched);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
