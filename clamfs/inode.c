@@ -129,8 +129,7 @@ static void inode_free(struct inode *inode)
 	free(inode);
 }
 
-static struct inode **bucket_of(struct inode_table *table, dev_t dev,
-				ino_t ino)
+static struct inode **bucket_of(struct inode_table *table, dev_t dev, ino_t ino)
 {
 	return &table->buckets[inode_hash(dev, ino) & (table->nbuckets - 1)];
 }
@@ -452,6 +451,40 @@ static bool id_handle_locked(struct inode_table *table, uint64_t id,
 	       *dev == table->root_dev;
 }
 
+bool itab_dir_beneath_root(struct inode_table *table, int dir_fd)
+{
+	dev_t prev_dev = 0;
+	ino_t prev_ino = 0;
+	bool found = false;
+	struct stat st;
+	int fd = dir_fd, up;
+
+	/* bounded: PATH_MAX allows at most 2048 levels of "a/" */
+	for (int depth = 0; depth < 4096; depth++) {
+		if (fstatat(fd, "", &st, AT_EMPTY_PATH) == -1)
+			break;
+		if (st.st_dev == table->root->dev &&
+		    st.st_ino == table->root->ino) {
+			found = true;
+			break;
+		}
+		/* "/" is its own parent: the walk left the backend */
+		if (depth > 0 && st.st_dev == prev_dev && st.st_ino == prev_ino)
+			break;
+		prev_dev = st.st_dev;
+		prev_ino = st.st_ino;
+		up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (up == -1)
+			break;
+		if (fd != dir_fd)
+			close(fd);
+		fd = up;
+	}
+	if (fd != dir_fd)
+		close(fd);
+	return found;
+}
+
 int itab_resolve_id(struct inode_table *table, uint64_t id, struct inode **out)
 {
 	struct nodeid_handle h;
@@ -480,7 +513,8 @@ int itab_resolve_id(struct inode_table *table, uint64_t id, struct inode **out)
 	if (fd < 0)
 		return -ESTALE;
 	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1 ||
-	    st.st_dev != dev || (ino && st.st_ino != ino)) {
+	    st.st_dev != dev || (ino && st.st_ino != ino) ||
+	    (S_ISDIR(st.st_mode) && !itab_dir_beneath_root(table, fd))) {
 		close(fd);
 		return -ESTALE;
 	}

@@ -50,6 +50,14 @@ struct inode *itab_by_id(struct inode_table *table, uint64_t id);
 int itab_resolve_id(struct inode_table *table, uint64_t id, struct inode **out);
 
 /*
+ * Whether the directory open at dir_fd is the backend root or below it.
+ * A directory moved out of the backend behind the mount keeps its inode
+ * and its file handle: reopened by handle, or reached by "..", it would
+ * lead a client of an NFS export to the rest of the host's files.
+ */
+bool itab_dir_beneath_root(struct inode_table *table, int dir_fd);
+
+/*
  * Adds the object open at fd (identity from st) with one lookup reference.
  * Takes ownership of fd: when another thread inserted the same identity
  * first, fd is closed and that inode is referenced instead.

@@ -56,6 +56,10 @@ static int lookup_dotdot(struct clamfs_fs *fs, struct inode *dir,
 	fd = openat(inode_fd(dir), "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd == -1)
 		return -errno;
+	if (!itab_dir_beneath_root(fs->itab, fd)) {
+		close(fd);
+		return -ESTALE; /* dir was moved out of the backend */
+	}
 	ret = fs_entry_from_fd(fs, fd, e);
 	close(fd);
 	return ret;
@@ -218,10 +222,10 @@ static int setattr_apply(struct clamfs_fs *fs, struct inode *inode,
 			return -errno;
 	}
 	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-		uid_t uid = to_set & FUSE_SET_ATTR_UID ? attr->st_uid
-						       : (uid_t)-1;
-		gid_t gid = to_set & FUSE_SET_ATTR_GID ? attr->st_gid
-						       : (gid_t)-1;
+		uid_t uid =
+			to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+		gid_t gid =
+			to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
 
 		if (fchownat(inode_fd(inode), "", uid, gid,
 			     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
@@ -387,14 +391,13 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	finish_new_entry(req, dir, name, ret == -1 ? -errno : 0, &id);
 }
 
-void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode, dev_t rdev)
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	      dev_t rdev)
 {
 	make_node(req, parent, name, NODE_MKNOD, mode, rdev, NULL);
 }
 
-void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode)
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	make_node(req, parent, name, NODE_MKDIR, mode, 0, NULL);
 }

@@ -183,6 +183,30 @@ def test_deleted_file_handle_is_stale(mount_clamfs, clamd):
     assert m.alive()
 
 
+def test_directory_moved_out_of_the_backend(mount_clamfs, clamd):
+    """A direct backend writer moves a directory out of a subdirectory
+    backend while a client holds its handle: reopened after eviction, or
+    reconnected through "..", it must not lead to the host's files
+    around the backend."""
+    m = mount_scan(mount_clamfs, clamd)
+    os.makedirs(m.b("d", "sub"))
+    put(m.b("d", "sub", "f.txt"), b"in the share\n")
+    hsub = name_to_handle(m.m("d", "sub"))
+    hd = name_to_handle(m.m("d"))
+    outside = os.path.join(os.path.dirname(m.backend), "outside")
+    put(os.path.join(os.path.dirname(m.backend), "secret.txt"), b"host\n")
+    os.rename(m.b("d"), outside)
+    evict(m)
+    assert handle_errno(m.mnt, hd) == "ESTALE"
+    assert handle_errno(m.mnt, hsub) == "ESTALE"
+    # (the kernel also refuses a directory it cannot connect to the
+    # export's root; the daemon no longer hands out the directories
+    # around the backend while it tries: test_inode's
+    # test_dir_beneath_root)
+    assert inode_count(m) == 1, inode_count(m)
+    assert m.alive()
+
+
 def test_eicar_behind_handle_is_refused(mount_clamfs, clamd):
     m = mount_scan(mount_clamfs, clamd)
     put(m.b("eicar.com"), clamd.eicar)

@@ -187,7 +187,7 @@ static void test_victims_in_lru_order(void **state)
 	}
 	assert_int_equal(itab_insert_ref(t, dup(0), &st_dir, &dir), 0);
 	itab_note_name(t, dir, root, "d");
-	assert_false(itab_low(t)); /* 6 of 4096: room 4090 */
+	assert_false(itab_low(t));		    /* 6 of 4096: room 4090 */
 	itab_note_name(t, in[0], root, "f0-again"); /* now most recent */
 	itab_note_name(t, in[1], root, "f1");	    /* revalidated: too */
 	itab_forget(t, in[2], 1);
@@ -286,6 +286,56 @@ static void test_stamp(void **state)
 	itab_destroy(t);
 }
 
+/* A directory moved out of the backend is no longer below its root. */
+static void test_dir_beneath_root(void **state)
+{
+	char base[] = "/tmp/clamfs-beneath-XXXXXX", path[256];
+	struct inode_table *t;
+	struct stat st;
+	int root, deep, out;
+
+	(void)state;
+	assert_non_null(mkdtemp(base));
+	snprintf(path, sizeof(path), "%s/share", base);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/share/a", base);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/share/a/b", base);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/share", base);
+	root = open(path, O_PATH | O_DIRECTORY);
+	assert_true(root >= 0);
+	assert_int_equal(fstat(root, &st), 0);
+	t = itab_create(root, &st);
+	assert_non_null(t);
+	snprintf(path, sizeof(path), "%s/share/a/b", base);
+	deep = open(path, O_PATH | O_DIRECTORY);
+	assert_true(deep >= 0);
+	assert_true(itab_dir_beneath_root(t, deep));
+	assert_true(itab_dir_beneath_root(t, inode_fd(itab_root(t))));
+	out = open(base, O_PATH | O_DIRECTORY);
+	assert_true(out >= 0);
+	assert_false(itab_dir_beneath_root(t, out));
+	/* the same open directory, moved out behind the table's back */
+	snprintf(path, sizeof(path), "%s/share/a", base);
+	{
+		char moved[256];
+
+		snprintf(moved, sizeof(moved), "%s/moved", base);
+		assert_int_equal(rename(path, moved), 0);
+		assert_false(itab_dir_beneath_root(t, deep));
+		snprintf(path, sizeof(path), "%s/moved/b", base);
+		assert_int_equal(rmdir(path), 0);
+		assert_int_equal(rmdir(moved), 0);
+	}
+	close(deep);
+	close(out);
+	itab_destroy(t);
+	snprintf(path, sizeof(path), "%s/share", base);
+	assert_int_equal(rmdir(path), 0);
+	assert_int_equal(rmdir(base), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -297,6 +347,7 @@ int main(void)
 		cmocka_unit_test(test_victims_in_lru_order),
 		cmocka_unit_test(test_concurrent_inserts_agree),
 		cmocka_unit_test(test_stamp),
+		cmocka_unit_test(test_dir_beneath_root),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
