@@ -22,14 +22,19 @@ struct pid_query {
 	bool found;
 };
 
-static int match_pid(const char *dir, const char *fstype, void *arg)
+static int match_pid(const char *dir, const char *fstype, const char *superopts,
+		     void *arg)
 {
 	struct pid_query *q = arg;
 	char pid[32];
 	ssize_t n;
 
-	/* mount(8) and clamfs itself name the type fuse.clamfs */
-	if (strcmp(fstype, "fuse.clamfs") != 0)
+	/*
+	 * mount(8) and clamfs itself name the type fuse.clamfs; a user's
+	 * FUSE mount could claim the type and answer with any PID
+	 */
+	if (strcmp(fstype, "fuse.clamfs") != 0 ||
+	    !mountpoint_opts_by_root(superopts))
 		return 0;
 	n = getxattr(dir, CONTROL_PID, pid, sizeof(pid) - 1);
 	if (n <= 0)
@@ -71,8 +76,8 @@ static bool is_clamfs_root(const char *mnt)
 		fprintf(stderr, "clamfs: %s: %s\n", mnt, strerror(errno));
 		return false;
 	}
-	ret = mountpoint_fstype("/proc/self/mountinfo", real, fstype,
-				sizeof(fstype));
+	ret = mountpoint_root_fstype("/proc/self/mountinfo", real, fstype,
+				     sizeof(fstype));
 	free(real);
 	if (ret == 1 && strcmp(fstype, "fuse.clamfs") == 0)
 		return true;
@@ -140,6 +145,10 @@ int ctl_reload(int argc, char *argv[], FILE *out)
 			 ret == 0 ? "reloaded" : "rejected");
 	else
 		text[n] = '\0';
+	/* the daemon's words, but no terminal control from anyone */
+	for (char *c = text; *c; c++)
+		if ((unsigned char)*c < 0x20 && *c != '\n')
+			*c = '?';
 	fprintf(ret == 0 ? out : stderr, "clamfs: %s: %s\n", mnt, text);
 	return ret == 0 ? EXIT_OK : EXIT_CONFIG;
 }

@@ -10,6 +10,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,8 @@ static void unescape_octal(char *s)
 }
 
 int mountpoint_each(const char *mountinfo,
-		    int (*fn)(const char *dir, const char *fstype, void *arg),
+		    int (*fn)(const char *dir, const char *fstype,
+			      const char *superopts, void *arg),
 		    void *arg)
 {
 	char *line = NULL;
@@ -45,7 +47,8 @@ int mountpoint_each(const char *mountinfo,
 	if (!f)
 		return -errno;
 	while (ret == 0 && getline(&line, &cap, f) != -1) {
-		char *save = NULL, *field, *mnt = NULL, *sep;
+		char *save = NULL, *field, *mnt = NULL, *sep, *source,
+		     *superopts;
 		int i = 0;
 
 		/* fields: id parent dev root MOUNTPOINT opts [tags] - TYPE */
@@ -62,7 +65,10 @@ int mountpoint_each(const char *mountinfo,
 		field = strtok_r(sep + 3, " ", &save);
 		if (!field)
 			continue;
-		ret = fn(mnt, field, arg);
+		/* after the type: the source, then the superblock options */
+		source = strtok_r(NULL, " ", &save);
+		superopts = source ? strtok_r(NULL, " \n", &save) : NULL;
+		ret = fn(mnt, field, superopts ? superopts : "", arg);
 	}
 	free(line);
 	fclose(f);
@@ -73,15 +79,29 @@ struct fstype_query {
 	const char *dir;
 	char *fstype;
 	size_t len;
+	bool by_root; /* user_id=0 among the top mount's superblock options */
 	int found;
 };
 
-static int note_fstype(const char *dir, const char *fstype, void *arg)
+bool mountpoint_opts_by_root(const char *superopts)
+{
+	size_t n = strlen("user_id=0");
+
+	for (const char *o = superopts; (o = strstr(o, "user_id=0")); o += n)
+		if ((o == superopts || o[-1] == ',') &&
+		    (o[n] == ',' || o[n] == '\0'))
+			return true;
+	return false;
+}
+
+static int note_fstype(const char *dir, const char *fstype,
+		       const char *superopts, void *arg)
 {
 	struct fstype_query *q = arg;
 
 	if (strcmp(dir, q->dir) == 0) {
 		snprintf(q->fstype, q->len, "%s", fstype);
+		q->by_root = mountpoint_opts_by_root(superopts);
 		q->found = 1; /* keep going: the last entry is the top mount */
 	}
 	return 0;
@@ -90,10 +110,21 @@ static int note_fstype(const char *dir, const char *fstype, void *arg)
 int mountpoint_fstype(const char *mountinfo, const char *dir, char *fstype,
 		      size_t len)
 {
-	struct fstype_query q = {dir, fstype, len, 0};
+	struct fstype_query q = {dir, fstype, len, false, 0};
 	int ret = mountpoint_each(mountinfo, note_fstype, &q);
 
 	return ret < 0 ? ret : q.found;
+}
+
+int mountpoint_root_fstype(const char *mountinfo, const char *dir, char *fstype,
+			   size_t len)
+{
+	struct fstype_query q = {dir, fstype, len, false, 0};
+	int ret = mountpoint_each(mountinfo, note_fstype, &q);
+
+	if (ret < 0)
+		return ret;
+	return q.found && q.by_root;
 }
 
 /*
@@ -127,14 +158,19 @@ int mountpoint_remove_stale(const char *mountinfo, const char *given,
 	ret = absolute_unresolved(given, dir, len);
 	if (ret)
 		return ret == -ENOTCONN ? 0 : ret;
-	ret = mountpoint_fstype(mountinfo, dir, top, sizeof(top));
+	/*
+	 * Only a mount root made: with user_allow_other, any user can leave
+	 * a dead FUSE mount of type fuse.clamfs (fusermount3 -o
+	 * subtype=clamfs) where an administrator expects the share.
+	 */
+	ret = mountpoint_root_fstype(mountinfo, dir, top, sizeof(top));
 	if (ret <= 0 || strcmp(top, fstype) != 0)
 		return ret < 0 ? ret : 0; /* not ours, or nothing there */
 	/* stat may answer from cached attributes; statfs always asks */
 	if (statfs(dir, &sfs) == 0 || errno != ENOTCONN)
 		return 0;
 	/* lazily: processes still inside keep their ENOTCONN, not the path */
-	if (umount2(dir, MNT_DETACH) == -1)
+	if (umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) == -1)
 		return -errno;
 	return 1;
 }

@@ -6,6 +6,7 @@
 #ifndef CLAMFS_MOUNTPOINT_H
 #define CLAMFS_MOUNTPOINT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -18,21 +19,35 @@ int mountpoint_fstype(const char *mountinfo, const char *dir, char *fstype,
 		      size_t len);
 
 /*
+ * mountpoint_fstype, counting only a mount made by root (user_id=0 in its
+ * superblock options): 1, 0 (none, or a user's), or negative errno.
+ */
+int mountpoint_root_fstype(const char *mountinfo, const char *dir, char *fstype,
+			   size_t len);
+
+/*
  * Calls fn for every mount the mountinfo file lists, in its order (the
  * last one on a directory is the top one), with the unescaped mountpoint
  * and the type. Stops at the first non-zero return of fn and returns it;
  * 0 after the last mount, negative errno when the file cannot be read.
  */
 int mountpoint_each(const char *mountinfo,
-		    int (*fn)(const char *dir, const char *fstype, void *arg),
+		    int (*fn)(const char *dir, const char *fstype,
+			      const char *superopts, void *arg),
 		    void *arg);
+
+/*
+ * Whether a FUSE mount's superblock options (mountinfo) say root made it
+ * (user_id=0): a user's fusermount3 mount says its own uid.
+ */
+bool mountpoint_opts_by_root(const char *superopts);
 
 /*
  * A clamfs that died leaves its mount behind, answering ENOTCONN, and a
  * restart would fail on it. When given is such a dead mount of type
- * fstype (the top one on it), detaches it and writes its absolute name
- * into dir. Returns 1 when it did, 0 when given is not a dead mount of
- * that type (anything else is left alone), negative errno on failure.
+ * fstype (the top one on it) that root made, detaches it and writes its
+ * absolute name into dir. Returns 1 when it did, 0 when given is not a dead
+ * mount of that type (anything else is left alone), negative errno on failure.
  */
 int mountpoint_remove_stale(const char *mountinfo, const char *given,
 			    const char *fstype, char *dir, size_t len);

@@ -266,3 +266,41 @@ def test_live_status_for_systemctl(admin, clamd):
         assert r.returncode == 0, r
         assert n.wait_field("RELOADING=1"), n.messages
         assert len(n.wait_field("READY=1", count=2)) == 2, n.messages
+
+
+def test_users_dead_mount_left_alone(admin, clamd):
+    """A user can leave a dead FUSE mount claiming the type fuse.clamfs
+    (here: clamfs itself, run by that user and killed). Only a mount root
+    made is taken away at start."""
+    base = admin.tempdir()
+    b, mnt = os.path.join(base, "ub"), os.path.join(base, "um")
+    for d in (b, mnt):
+        os.mkdir(d)
+        os.chown(d, 65534, 65534)
+    user = subprocess.Popen(
+        # the capabilities stand in for the setuid fusermount3 (here
+        # /dev/fuse is root's only): the kernel records user_id=65534
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         "--inh-caps=+sys_admin,+dac_override",
+         "--ambient-caps=+sys_admin,+dac_override",
+         clamfs_bin(), "-f", b, mnt, "-o",
+         f"clamd={clamd.socket},allow_other"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10 * SLOW
+        while not mounted(mnt) and time.monotonic() < deadline:
+            assert user.poll() is None, user.stderr.read()
+            time.sleep(0.05)
+        assert mounted(mnt)
+        user.kill()
+        user.wait(timeout=10)
+        r = run_fail(["-f", b, mnt, "-o", f"clamd={clamd.socket}"],
+                     timeout=10)
+        assert r.returncode == EXIT_MOUNT, r
+        assert "removed the dead mount" not in r.stderr, r
+        assert mounted(mnt), "a user's mount was taken away by root"
+    finally:
+        if user.poll() is None:
+            user.kill()
+        subprocess.run(["umount", "-l", mnt], capture_output=True)

@@ -26,6 +26,12 @@ static int write_mountinfo(void **state)
 		"31 22 0:31 / /mnt rw - tmpfs tmpfs rw\n"
 		"40 31 0:40 / /mnt rw,nosuid - fuse.clamfs /srv rw\n"
 		"41 22 0:41 / /mnt2 rw - fuse.sshfs host: rw\n"
+		"42 22 0:42 / /share rw - fuse.clamfs /share "
+		"rw,user_id=0,group_id=0,allow_other\n"
+		"43 22 0:43 / /fake rw - fuse.clamfs x "
+		"rw,user_id=1000,group_id=1000\n"
+		"44 22 0:44 / /fake2 rw - fuse.clamfs x "
+		"rw,user_id=00,group_id=0\n"
 		"garbage line\n";
 	int fd = mkstemp(path);
 	FILE *f;
@@ -79,14 +85,36 @@ static void test_not_a_mountpoint(void **state)
 			 -ENOENT);
 }
 
+/* Only a FUSE mount root made counts: a user's may claim the type. */
+static void test_made_by_root(void **state)
+{
+	char type[64];
+
+	(void)state;
+	assert_int_equal(
+		mountpoint_root_fstype(path, "/share", type, sizeof(type)), 1);
+	assert_string_equal(type, "fuse.clamfs");
+	assert_int_equal(mountpoint_fstype(path, "/fake", type, sizeof(type)),
+			 1);
+	assert_int_equal(
+		mountpoint_root_fstype(path, "/fake", type, sizeof(type)), 0);
+	assert_int_equal(
+		mountpoint_root_fstype(path, "/fake2", type, sizeof(type)), 0);
+	assert_true(mountpoint_opts_by_root("user_id=0"));
+	assert_true(mountpoint_opts_by_root("rw,user_id=0,group_id=5"));
+	assert_false(mountpoint_opts_by_root("rw,user_id=01"));
+	assert_false(mountpoint_opts_by_root("rw,xuser_id=0"));
+	assert_false(mountpoint_opts_by_root(""));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_top_mount_wins),
 		cmocka_unit_test(test_escaped_name_and_optional_fields),
 		cmocka_unit_test(test_not_a_mountpoint),
+		cmocka_unit_test(test_made_by_root),
 	};
 
-	return cmocka_run_group_tests(tests, write_mountinfo,
-				      remove_mountinfo);
+	return cmocka_run_group_tests(tests, write_mountinfo, remove_mountinfo);
 }
