@@ -11,10 +11,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void clamdconf_defaults(struct clamd_limits *l)
@@ -67,13 +69,29 @@ int clamdconf_read(const char *path, struct clamd_limits *l,
 	};
 	char *line = NULL, *key, *val, *save;
 	unsigned int n = 0;
+	struct stat st;
 	size_t cap = 0;
-	int ret = 0;
+	int ret = 0, fd;
 	FILE *f;
 
-	f = fopen(path, "re");
-	if (!f)
+	/*
+	 * The path may come from the command line of whatever listens on
+	 * clamd's address: a FIFO must not hang --check, nor /dev/zero
+	 * feed it forever
+	 */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd == -1)
 		return -errno;
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    st.st_size > CLAMDCONF_MAX_SIZE) {
+		close(fd);
+		return -EINVAL;
+	}
+	f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
 	while (ret == 0 && getline(&line, &cap, f) != -1) {
 		n++;
 		key = strtok_r(line, " \t\r\n", &save);
@@ -145,7 +163,27 @@ static unsigned long tcp_listener_inode(unsigned int port)
 	return inode;
 }
 
-/* The process holding socket inode open, or 0. */
+/* Whether process pid calls itself clamd. */
+static bool is_clamd(const char *pid)
+{
+	char file[300], comm[32] = "";
+	ssize_t n;
+	int fd;
+
+	snprintf(file, sizeof(file), "/proc/%s/comm", pid);
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return false;
+	n = read(fd, comm, sizeof(comm) - 1);
+	close(fd);
+	return n > 0 && strncmp(comm, "clamd\n", 6) == 0;
+}
+
+/*
+ * The clamd process holding socket inode open, or 0. Others may hold it
+ * too (systemd for a socket-activated clamd), and a listener that is not
+ * clamd must not choose the file --check reads as root.
+ */
 static pid_t socket_owner(unsigned long inode)
 {
 	char want[64], link[128], dir[300];
@@ -158,7 +196,8 @@ static pid_t socket_owner(unsigned long inode)
 	if (!procs)
 		return 0;
 	while (!found && (p = readdir(procs))) {
-		if (!isdigit((unsigned char)p->d_name[0]))
+		if (!isdigit((unsigned char)p->d_name[0]) ||
+		    !is_clamd(p->d_name))
 			continue;
 		snprintf(dir, sizeof(dir), "/proc/%s/fd", p->d_name);
 		fds = opendir(dir);

@@ -29,7 +29,9 @@ int clamdconf_parse_size(const char *s, uint64_t *out);
 
 /*
  * Reads the limits a clamd.conf sets over the defaults. 0, or negative
- * errno (-EINVAL with the line number in *bad_line for a bad size).
+ * errno (-EINVAL with the line number in *bad_line for a bad size, or
+ * with *bad_line 0 for something that is no regular file of at most
+ * CLAMDCONF_MAX_SIZE bytes).
  */
 int clamdconf_read(const char *path, struct clamd_limits *l,
 		   unsigned int *bad_line);
@@ -44,5 +46,8 @@ int clamdconf_read(const char *path, struct clamd_limits *l,
 int clamdconf_find(const char *addr, char *path, size_t len);
 
 #define CLAMDCONF_DEFAULT_PATH "/etc/clamav/clamd.conf"
+
+/* Larger is not a clamd.conf (Debian's is about 2 KiB). */
+#define CLAMDCONF_MAX_SIZE (1 << 20)
 
 #endif

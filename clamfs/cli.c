@@ -76,11 +76,17 @@ check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool unix_socket)
 	}
 	clamdconf_defaults(&l);
 	ret = clamdconf_read(conf, &l, &bad_line);
+	if (ret == -EINVAL && bad_line) {
+		fprintf(out,
+			"clamd.conf %s: bad size on line %u, limits not "
+			"checked\n",
+			conf, bad_line);
+		return 0;
+	}
 	if (ret) {
-		fprintf(out, "clamd.conf %s: %s%s\n", conf,
-			ret == -EINVAL ? "bad size on a line, "
-				       : "cannot be read: ",
-			ret == -EINVAL ? "limits not checked" : strerror(-ret));
+		fprintf(out, "clamd.conf %s: cannot be read: %s\n", conf,
+			ret == -EINVAL ? "not a regular file of a sensible size"
+				       : strerror(-ret));
 		return 0;
 	}
 	stream = opts->scan_mode == SCAN_MODE_STREAM ||

@@ -69,28 +69,31 @@ static void plain(const struct prom_mount *m, size_t n, bool headers, FILE *out)
 }
 
 /*
- * Writes what the mounts give into path atomically: into path.tmp.PID in
- * the same directory, synced, then renamed over path. A reader (the
+ * Writes what the mounts give into path atomically: into a fresh
+ * path.tmp.XXXXXX in the same directory (a name nobody can take first),
+ * synced, then renamed over path. A reader (the
  * textfile collector) sees the old file or the new one, never a part.
  * Returns 0 or negative errno.
  */
 static int write_atomically(const char *path, bool prometheus, bool headers,
 			    const struct prom_mount *m, size_t n)
 {
+	bool created = false;
 	char *tmp = NULL;
 	FILE *f = NULL;
 	int fd = -1, ret;
 
-	if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
+	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) {
 		tmp = NULL;
 		ret = -ENOMEM;
 		goto out;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd == -1) {
 		ret = -errno;
 		goto out;
 	}
+	created = true;
 	/* whatever the umask: node_exporter runs as its own user */
 	if (fchmod(fd, 0644) == -1) {
 		ret = -errno;
@@ -125,7 +128,7 @@ out:
 		fclose(f);
 	if (fd != -1)
 		close(fd);
-	if (ret && tmp)
+	if (ret && created)
 		unlink(tmp);
 	free(tmp);
 	return ret;

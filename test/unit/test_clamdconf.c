@@ -110,6 +110,11 @@ static void test_bad_size_names_its_line(void **state)
 	assert_int_equal(bad, 2);
 	assert_int_equal(clamdconf_read("/nonexistent/clamd.conf", &l, &bad),
 			 -ENOENT);
+	/* no regular file: neither read forever nor waited on */
+	bad = 0;
+	assert_int_equal(clamdconf_read("/dev/zero", &l, &bad), -EINVAL);
+	assert_int_equal(bad, 0);
+	assert_int_equal(clamdconf_read("/tmp", &l, &bad), -EINVAL);
 }
 
 static void test_remote_tcp(void **state)
