@@ -124,6 +124,28 @@ def test_pwrite_same_size(mount_clamfs, clamd):
     assert try_read(m.m("f")) == ("ok", clean)
 
 
+O_PATH = 0o10000000
+
+
+def daemon_opens_for_io(m, backend_path):
+    """The daemon's fds open on backend_path for reading or writing (its
+    O_PATH fd of the inode does not count)."""
+    out = []
+    fd_dir = f"/proc/{m.pid}/fd"
+    for n in os.listdir(fd_dir):
+        try:
+            if os.readlink(os.path.join(fd_dir, n)) != backend_path:
+                continue
+            with open(f"/proc/{m.pid}/fdinfo/{n}") as f:
+                flags = next(int(l.split()[1], 8) for l in f
+                             if l.startswith("flags:"))
+        except (OSError, StopIteration):
+            continue
+        if not flags & O_PATH:
+            out.append(n)
+    return out
+
+
 def test_writer_still_open(mount_clamfs, clamd):
     m = mount_scan(mount_clamfs, clamd)
     # a new file being written: the reader is refused while the writer
@@ -159,6 +181,10 @@ def test_writer_still_open(mount_clamfs, clamd):
     put(m.b("g"), CLEAN)
     wfd = os.open(m.m("g"), os.O_WRONLY)
     os.close(wfd)
+    # close() returns before the kernel's RELEASE reaches the daemon: until
+    # then the writer is still open there, and no verdict may be cached
+    assert wait_for(lambda: not daemon_opens_for_io(m, m.b("g")), 10), \
+        "the daemon never saw the writer's release"
     assert try_read(m.m("g")) == ("ok", CLEAN)
     s0 = stats(m.mnt)
     assert try_read(m.m("g")) == ("ok", CLEAN)
