@@ -15,6 +15,7 @@ left in the kernel's cache that the backend never got). Prints one JSON
 object: counts and the problems found.
 """
 import errno
+import faulthandler
 import json
 import mmap
 import os
@@ -141,9 +142,7 @@ class Work:
         self.detail = {"off": off, "len": len(add)}
         fd = os.open(self.m(n), os.O_RDWR)
         try:
-            with mmap.mmap(fd, len(old)) as mm:
-                mm[off:off + len(add)] = add
-                mm.flush()
+            mapped_write(fd, len(old), off, add)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -208,6 +207,32 @@ class Work:
             if len(self.problems) >= 20:
                 break
         return {"counts": self.counts, "problems": self.problems}
+
+
+def mapped_write(fd, size, off, data):
+    """Writes data at off through a shared mapping of fd and msyncs, in a
+    child process: a page fault the filesystem cannot back (a hole of a
+    full tmpfs, reached directly with kernel passthrough) is SIGBUS, as on
+    the backend itself, and must fail this operation, not the test."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        faulthandler.disable()  # a SIGBUS here is an outcome, not a crash
+        try:
+            with mmap.mmap(fd, size) as mm:
+                mm[off:off + len(data)] = data
+                mm.flush()
+        except OSError as e:
+            code = e.errno or 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        raise OSError(errno.EFAULT, f"mapped write: signal {sig}")
+    code = os.WEXITSTATUS(status)
+    if code:
+        raise OSError(code, os.strerror(code))
 
 
 def main():
