@@ -197,8 +197,7 @@ static int collect(int dirfd, const char *prefix, struct entries *e)
 		struct stat st;
 
 		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0 ||
-		    qrecord_is_record_name(de->d_name))
+		    strcmp(de->d_name, "..") == 0)
 			continue;
 		if ((size_t)snprintf(id, sizeof(id), "%s%s%s", prefix,
 				     *prefix ? "/" : "",
@@ -215,7 +214,9 @@ static int collect(int dirfd, const char *prefix, struct entries *e)
 				continue;
 			ret = collect(sub, id, e);
 			close(sub);
-		} else if (S_ISREG(st.st_mode)) {
+		} else if (S_ISREG(st.st_mode) &&
+			   /* a share's directory may end in the suffix too */
+			   !qrecord_is_record_name(de->d_name)) {
 			ret = add_entry(e, dirfd, de->d_name, id, &st);
 		}
 		if (ret)
@@ -308,7 +309,64 @@ static int cmd_list(const char *dir)
 	return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
 }
 
-/* Gives the quarantined file its recorded owner, mode and times. */
+/*
+ * Only root may have written what restore trusts: a record names the owner
+ * and mode the restored file gets, so a record a user could plant or swap
+ * would hand out set-id files of any owner.
+ */
+static bool root_only(const struct stat *st)
+{
+	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/*
+ * Opens the directory holding id's last component, checking that the
+ * quarantine directory and every directory on the way are root_only.
+ */
+static int open_trusted_parent(int qfd, const char *id, char *buf,
+			       size_t len, const char **base)
+{
+	char *comp, *slash;
+	struct stat st;
+	int fd, next;
+
+	if (!qrecord_safe_relpath(id))
+		return -EINVAL;
+	if (strlcpy(buf, id, len) >= len)
+		return -ENAMETOOLONG;
+	fd = fcntl(qfd, F_DUPFD_CLOEXEC, 0);
+	if (fd == -1)
+		return -errno;
+	for (comp = buf;; comp = slash + 1) {
+		if (fstat(fd, &st) == -1) {
+			next = -errno;
+			goto fail;
+		}
+		if (!root_only(&st)) {
+			next = -EPERM;
+			goto fail;
+		}
+		slash = strchr(comp, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+		next = openat(fd, comp,
+			      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next == -1) {
+			next = -errno;
+			goto fail;
+		}
+		close(fd);
+		fd = next;
+	}
+	*base = id + (comp - buf);
+	return fd;
+fail:
+	close(fd);
+	return next;
+}
+
+/* Gives the restored file its recorded owner, mode and times. */
 static int set_original(int fd, const struct qrecord *r)
 {
 	struct timespec times[2] = {{.tv_nsec = UTIME_OMIT}, r->mtime};
@@ -319,20 +377,31 @@ static int set_original(int fd, const struct qrecord *r)
 	return 0;
 }
 
-/* Moves qparent/qbase to tparent/tbase, never replacing anything. */
+/*
+ * Moves qparent/qbase to tparent/tbase, never replacing anything, and gives
+ * it the recorded owner, mode and times once it is out of the quarantine:
+ * a restore that fails leaves the quarantined file as it was.
+ */
 static int move_back(int qparent, const char *qbase, int src,
-		     const struct stat *st, int tparent, const char *tbase)
+		     const struct qrecord *rec, int tparent, const char *tbase)
 {
+	struct stat st;
 	char tmp[64];
 	int ret;
 
 	if (renameat2(qparent, qbase, tparent, tbase, RENAME_NOREPLACE) == 0)
-		return 0;
+		return set_original(src, rec);
 	if (errno != EXDEV)
 		return -errno;
 	/* another filesystem: copied under a hidden name, then renamed */
+	if (fstat(src, &st) == -1)
+		return -errno;
+	st.st_uid = rec->uid;
+	st.st_gid = rec->gid;
+	st.st_mode = (st.st_mode & S_IFMT) | (rec->mode & 07777);
+	st.st_mtim = rec->mtime;
 	snprintf(tmp, sizeof(tmp), ".clamfs-restore.%d", (int)getpid());
-	ret = action_copy_file(src, st, tparent, tmp);
+	ret = action_copy_file(src, &st, tparent, tmp);
 	if (ret)
 		return ret;
 	if (renameat2(tparent, tmp, tparent, tbase, RENAME_NOREPLACE) == -1) {
@@ -351,11 +420,11 @@ static int move_back(int qparent, const char *qbase, int src,
 static int cmd_restore(const char *dir, const char *id, const char *to)
 {
 	char qbuf[PATH_MAX], tbuf[PATH_MAX], rname[NAME_MAX + 1];
-	const char *qbase, *tbase, *target;
+	const char *qbase = NULL, *tbase, *target;
 	int qfd = -1, qparent = -1, src = -1, share = -1, tparent = -1;
 	int status = EXIT_FAIL, ret;
 	struct qrecord rec = {0};
-	struct stat st;
+	struct stat st, rst;
 
 	if (!qrecord_safe_relpath(id) || qrecord_is_record_name(id)) {
 		fprintf(stderr, "clamfs-quarantine: %s: not a quarantine ID\n",
@@ -365,7 +434,15 @@ static int cmd_restore(const char *dir, const char *id, const char *to)
 	qfd = open_qdir(dir);
 	if (qfd < 0)
 		goto out;
-	qparent = open_parent(qfd, id, qbuf, sizeof(qbuf), &qbase);
+	qparent = open_trusted_parent(qfd, id, qbuf, sizeof(qbuf), &qbase);
+	if (qparent == -EPERM) {
+		fprintf(stderr,
+			"clamfs-quarantine: %s: refusing: the quarantine or a "
+			"directory in it is not root's alone (owned by another "
+			"user, or group or world writable)\n",
+			id);
+		goto out;
+	}
 	if (qparent < 0) {
 		ret = qparent;
 		goto fail_id;
@@ -378,6 +455,15 @@ static int cmd_restore(const char *dir, const char *id, const char *to)
 	if (!S_ISREG(st.st_mode)) {
 		ret = -EINVAL;
 		goto fail_id;
+	}
+	snprintf(rname, sizeof(rname), "%s%s", qbase, QRECORD_SUFFIX);
+	if (fstatat(qparent, rname, &rst, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !root_only(&rst)) {
+		fprintf(stderr,
+			"clamfs-quarantine: %s: refusing: its record is not "
+			"root's alone\n",
+			id);
+		goto out;
 	}
 	ret = qrecord_read_at(qparent, qbase, &rec);
 	if (ret) {
@@ -417,15 +503,7 @@ static int cmd_restore(const char *dir, const char *id, const char *to)
 			rec.share, target);
 		goto out;
 	}
-	ret = set_original(src, &rec);
-	if (ret == 0) {
-		/* what the copy across filesystems must give the new file */
-		if (fstat(src, &st) == -1)
-			ret = -errno;
-		else
-			ret = move_back(qparent, qbase, src, &st, tparent,
-					tbase);
-	}
+	ret = move_back(qparent, qbase, src, &rec, tparent, tbase);
 	if (ret) {
 		fprintf(stderr,
 			"clamfs-quarantine: restoring %s to %s/%s: %s\n", id,
@@ -434,7 +512,6 @@ static int cmd_restore(const char *dir, const char *id, const char *to)
 				       : strerror(-ret));
 		goto out;
 	}
-	snprintf(rname, sizeof(rname), "%s%s", qbase, QRECORD_SUFFIX);
 	unlinkat(qparent, rname, 0);
 	printf("restored %s to %s/%s\n", id, rec.share, target);
 	status = 0;

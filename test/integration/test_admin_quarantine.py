@@ -232,6 +232,86 @@ def test_restore_stays_in_the_share(mount_clamfs):
     assert qtool("list", os.path.join(base, "missing")).returncode == 1
 
 
+def test_restore_trusts_only_root(mount_clamfs):
+    """A record names the owner and mode the restored file gets: restore
+    refuses records and quarantine directories anyone but root could have
+    written, and a restore that fails leaves the quarantined file as it
+    was."""
+    base = mount_clamfs.tempdir("clamfs-q")
+    q, share = os.path.join(base, "q"), os.path.join(base, "share")
+    os.mkdir(q, 0o700)
+    os.mkdir(share)
+
+    def record(qid, path, uid=61234, mode="4755"):
+        os.makedirs(os.path.dirname(os.path.join(q, qid)), exist_ok=True)
+        write_record(q, qid, share, path)
+        rec = os.path.join(q, qid + ".clamfs")
+        with open(rec) as f:
+            text = f.read().replace("uid=0\n", f"uid={uid}\n")
+        with open(rec, "w") as f:
+            f.write(text.replace("mode=0644", "mode=" + mode))
+        os.chmod(os.path.join(q, qid), 0o600)
+
+    def refused(qid, why):
+        r = qtool("restore", q, qid)
+        assert r.returncode == 1 and why in r.stderr, r
+        assert os.listdir(share) == []
+        st = os.lstat(os.path.join(q, qid))
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600)
+
+    record("a", "a")
+    os.chmod(q, 0o770)
+    refused("a", "not root's alone")
+    os.chmod(q, 0o702)
+    refused("a", "not root's alone")
+    os.chmod(q, 0o700)
+
+    record("d/b", "b")
+    os.chown(os.path.join(q, "d"), UID, GID)
+    refused("d/b", "not root's alone")
+    os.chown(os.path.join(q, "d"), 0, 0)
+    os.chmod(os.path.join(q, "d"), 0o777)
+    refused("d/b", "not root's alone")
+    os.chmod(os.path.join(q, "d"), 0o700)
+
+    os.chown(os.path.join(q, "a.clamfs"), UID, GID)
+    refused("a", "record is not root's")
+    os.chown(os.path.join(q, "a.clamfs"), 0, 0)
+    os.chmod(os.path.join(q, "a.clamfs"), 0o666)
+    refused("a", "record is not root's")
+    os.chmod(os.path.join(q, "a.clamfs"), 0o600)
+
+    # the target exists: nothing changes on the quarantined file
+    put(os.path.join(share, "a"), b"new")
+    r = qtool("restore", q, "a")
+    assert r.returncode == 1 and "exists" in r.stderr, r
+    st = os.lstat(os.path.join(q, "a"))
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600)
+    os.unlink(os.path.join(share, "a"))
+
+    for qid, path in (("a", "a"), ("d/b", "b")):
+        r = qtool("restore", q, qid)
+        assert r.returncode == 0, r.stderr
+        st = os.lstat(os.path.join(share, path))
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (61234, 0o4755)
+
+
+def test_directory_named_like_a_record(mount_clamfs):
+    """A share's directory whose name ends in the record suffix is listed
+    and purged like any other."""
+    base = mount_clamfs.tempdir("clamfs-q")
+    q, share = os.path.join(base, "q"), os.path.join(base, "share")
+    os.makedirs(os.path.join(q, "mail.clamfs"))
+    os.mkdir(share)
+    write_record(q, "mail.clamfs/x.20260101T000000Z", share, "mail.clamfs/x")
+    rows = listing(q)
+    assert [r[1] for r in rows] == ["mail.clamfs/x.20260101T000000Z"], rows
+    r = qtool("purge", q, "--older-than", 0)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "purged mail.clamfs/x.20260101T000000Z\n"
+    assert os.listdir(os.path.join(q, "mail.clamfs")) == []
+
+
 @pytest.fixture
 def two_tmpfs():
     """Two fresh tmpfs mounts (torn down after the clamfs mounts on them)."""
