@@ -18,9 +18,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "prom.h"
-
-#define STATS_XATTR "trusted.clamfs.stats"
 
 static void usage(void)
 {
@@ -36,7 +35,7 @@ static void usage(void)
 static char *read_stats(const char *path)
 {
 	for (int tries = 0; tries < 5; tries++) {
-		ssize_t n = getxattr(path, STATS_XATTR, NULL, 0);
+		ssize_t n = getxattr(path, CONTROL_STATS, NULL, 0);
 		char *buf;
 
 		if (n < 0)
@@ -45,7 +44,7 @@ static char *read_stats(const char *path)
 		buf = malloc((size_t)n + 1);
 		if (!buf)
 			return NULL;
-		n = getxattr(path, STATS_XATTR, buf, (size_t)n);
+		n = getxattr(path, CONTROL_STATS, buf, (size_t)n);
 		if (n >= 0) {
 			buf[n] = '\0';
 			return buf;

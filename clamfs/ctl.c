@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "control.h"
 #include "exitcode.h"
@@ -127,19 +129,25 @@ static int command_failed(const char *mnt)
 
 int ctl_reload(int argc, char *argv[], FILE *out)
 {
-	char mnt[4096], text[4096];
+	char mnt[4096], text[4096], token[CONTROL_TOKEN_MAX + 1],
+		name[sizeof(CONTROL_RELOAD) + CONTROL_TOKEN_MAX + 1];
+	struct timespec now;
 	ssize_t n;
 	int ret, err;
 
 	ret = one_target(argc, argv, "--reload", mnt, sizeof(mnt));
 	if (ret)
 		return ret;
-	ret = setxattr(mnt, CONTROL_RELOAD, "1", 1, 0);
+	/* the daemon keeps the outcome under this token for us alone */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	snprintf(token, sizeof(token), "%ld-%lld-%ld", (long)getpid(),
+		 (long long)now.tv_sec, now.tv_nsec);
+	snprintf(name, sizeof(name), "%s.%s", CONTROL_RELOAD, token);
+	ret = setxattr(mnt, CONTROL_RELOAD, token, strlen(token), 0);
 	err = errno;
 	if (ret == -1 && err != EINVAL)
 		return command_failed(mnt);
-	/* the daemon keeps the last outcome for the one who asked */
-	n = getxattr(mnt, CONTROL_RELOAD, text, sizeof(text) - 1);
+	n = getxattr(mnt, name, text, sizeof(text) - 1);
 	if (n < 0)
 		snprintf(text, sizeof(text), "%s",
 			 ret == 0 ? "reloaded" : "rejected");

@@ -16,50 +16,6 @@
 #include "ops.h"
 
 /*
- * Live statistics of the mount, read as an xattr of its root: no socket
- * or port to secure, and the kernel lets only CAP_SYS_ADMIN read
- * trusted.* names.
- */
-#define STATS_XATTR "trusted.clamfs.stats"
-
-static void reply_stats(fuse_req_t req, size_t size)
-{
-	struct clamfs_fs *fs = req_fs(req);
-	struct stats_sample x = {0};
-	struct generation *pin;
-	struct timespec now;
-	char clamd[512], *buf;
-	size_t need;
-
-	pin = fs_pin(fs);
-	vcache_counters(fs_vcache(fs), &x.vc);
-	fs_unpin(pin);
-	scanq_counters(fs->scanq, &x.qc);
-	dbwatch_describe(fs->dbwatch, clamd, sizeof(clamd));
-	x.clamd = clamd;
-	x.inodes = itab_count(fs->itab);
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	x.uptime_seconds = (long long)(now.tv_sec - fs->started.tv_sec);
-	need = stats_render(&fs->stats, &x, NULL, 0);
-	if (size == 0) {
-		fuse_reply_xattr(req, need);
-		return;
-	}
-	if (size < need) {
-		fuse_reply_err(req, ERANGE);
-		return;
-	}
-	buf = malloc(need + 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	stats_render(&fs->stats, &x, buf, need + 1);
-	fuse_reply_buf(req, buf, need);
-	free(buf);
-}
-
-/*
  * The proc link of a symlink cannot be followed to the symlink itself by
  * the *xattr calls, and l*xattr would act on the proc link: no race-free
  * way exists, so symlinks have no xattrs through the mount.
@@ -126,10 +82,6 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	ssize_t n = -1;
 	int ret, err;
 
-	if (ino == FUSE_ROOT_ID && strcmp(name, STATS_XATTR) == 0) {
-		reply_stats(req, size);
-		return;
-	}
 	if (control_is_command(name)) {
 		control_get(req, ino, name, size);
 		return;
@@ -234,7 +186,7 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	int ret;
 
 	if (control_is_command(name)) {
-		control_set(req, ino, name);
+		control_set(req, ino, name, value, size);
 		return;
 	}
 	ret = xattr_begin(req, ino, &id, path);

@@ -7,6 +7,7 @@
 # attribute on a user's file when given the wrong directory. A daemon
 # killed with SIGKILL leaves a dead mount; starting clamfs again on the
 # same mountpoint takes it away and serves the share again.
+import errno
 import os
 import signal
 import subprocess
@@ -84,6 +85,48 @@ def test_reload_rejected_returns_nonzero(admin, clamd):
     assert try_read(m.m("e")) == ("err", "EACCES")
     assert try_read(m.m("clean")) == ("ok", CLEAN)
     assert m.alive()
+
+
+def test_each_reload_reads_its_own_outcome(admin, clamd):
+    """Two administrators reloading at once: each `clamfs --reload` reads
+    the outcome of its own request (kept under the token it set), not the
+    one that finished last."""
+    base, b, mnt, cfg, m = share(admin, clamd)
+    name = "trusted.clamfs.reload"
+    cfg_file(cfg, b, mnt, clamd.socket, on_infected="log")
+    os.setxattr(mnt, name, b"first-1")
+    with open(cfg, "a") as f:
+        f.write("[scan]\nscan_mode = fax\n")
+    try:
+        os.setxattr(mnt, name, b"second-2")
+        raise AssertionError("a bad configuration was accepted")
+    except OSError as e:
+        assert e.errno == errno.EINVAL, e
+    first = os.getxattr(mnt, name + ".first-1").decode()
+    second = os.getxattr(mnt, name + ".second-2").decode()
+    assert "deny->log" in first and "scan_mode" not in first, first
+    assert "scan_mode" in second, second
+    assert os.getxattr(mnt, name).decode() == second  # the newest
+    # a token nobody set, and tokens that are not plain words
+    for bad in (name + ".nobody", name + ".first"):
+        try:
+            os.getxattr(mnt, bad)
+            raise AssertionError(bad)
+        except OSError as e:
+            assert e.errno == errno.ENODATA, (bad, e)
+    for token in (b"a/b", b"x" * 41, b"line\nbreak"):
+        try:
+            os.setxattr(mnt, name, token)
+            raise AssertionError(token)
+        except OSError as e:
+            assert e.errno == errno.EINVAL, (token, e)
+    # the stats attribute: a size query leaves room for counters to grow
+    size = len(os.getxattr(mnt, "trusted.clamfs.stats"))
+    assert size > 100
+    r = subprocess.run(["getfattr", "--only-values", "-n",
+                        "trusted.clamfs.stats", mnt], capture_output=True)
+    assert r.returncode == 0, r
+    assert r.stdout.decode().endswith("\n"), r.stdout[-80:]
 
 
 def test_drop_cache(admin, clamd):
