@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "escape.h"
+
 static bool log_to_syslog;
 /* ' mount="/srv/share"' once the mountpoint is known: every line names it */
 static char log_mount[4200];
@@ -31,28 +33,18 @@ void log_init(bool to_syslog, enum log_level max_level)
 
 void log_quote(char *buf, size_t len, const char *s)
 {
-	size_t o = 0;
+	FILE *f;
 
-	if (len < 3) {
+	if (len < 3 || !(f = fmemopen(buf, len, "w"))) {
 		if (len)
 			buf[0] = '\0';
 		return;
 	}
-	buf[o++] = '"';
-	for (; *s && o + 6 < len; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\') {
-			buf[o++] = '\\';
-			buf[o++] = (char)c;
-		} else if (c < 0x20 || c == 0x7f) {
-			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
-		} else {
-			buf[o++] = (char)c;
-		}
-	}
-	buf[o++] = '"';
-	buf[o] = '\0';
+	/* room for both quotes and the NUL fmemopen adds at fclose */
+	fputc('"', f);
+	escape_put(f, s, len - 3, ESCAPE_DQUOTE, NULL);
+	fputc('"', f);
+	fclose(f);
 }
 
 void log_set_mount(const char *mountpoint)

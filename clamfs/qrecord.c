@@ -9,30 +9,20 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "escape.h"
 
 /* Far more than any record; a bigger file is not one of ours. */
 #define QRECORD_MAX (64 * 1024)
 
 int qrecord_escape(FILE *out, const char *s)
 {
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		int n;
-
-		if (c == '\\')
-			n = fputs("\\\\", out);
-		else if (c < 0x20 || c == 0x7f)
-			n = fprintf(out, "\\x%02x", c);
-		else
-			n = fputc(c, out);
-		if (n < 0)
-			return -EIO;
-	}
-	return 0;
+	return escape_put(out, s, SIZE_MAX, 0, NULL);
 }
 
 static int put_str(FILE *out, const char *key, const char *val)

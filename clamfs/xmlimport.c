@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "exitcode.h"
-#include "qrecord.h"
+#include "escape.h"
 
 enum setting {
 	S_BACKEND,
@@ -72,52 +72,27 @@ struct import {
  */
 #define INI_LINE_MAX 190
 
-/* Writes text as comment line(s) of at most INI_LINE_MAX bytes. */
-static void comment(FILE *out, const char *text)
-{
-	size_t n = strlen(text);
-
-	if (n > INI_LINE_MAX - 4) {
-		n = INI_LINE_MAX - 4;
-		/* not inside a UTF-8 sequence */
-		while (n && ((unsigned char)text[n] & 0xc0) == 0x80)
-			n--;
-		fprintf(out, "%.*s...\n", (int)n, text);
-	} else {
-		fprintf(out, "%s\n", text);
-	}
-}
-
-/* A "; not supported:" line, values escaped so it stays one line. */
+/*
+ * A "; not supported:" line, values escaped so it stays one line and
+ * shortened so it stays below INI_LINE_MAX: the beginning of a long value
+ * is enough to recognise it, and the why texts are short.
+ */
 static void note(struct import *im, const char *elem, const char *attr,
 		 const char *val, const char *why)
 {
-	char *line = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&line, &len);
+	FILE *out = im->notes;
+	bool cut;
 
-	if (!f) {
-		im->error = -ENOMEM;
-		return;
-	}
-	fprintf(f, "; not supported: <%.32s", elem);
+	fputs("; not supported: <", out);
+	escape_put(out, elem, 16, 0, NULL);
 	if (attr) {
-		fprintf(f, " %.32s=\"", attr);
-		qrecord_escape(f, val ? val : "");
-		fputc('"', f);
+		fputc(' ', out);
+		escape_put(out, attr, 16, 0, NULL);
+		fputs("=\"", out);
+		escape_put(out, val ? val : "", 40, ESCAPE_DQUOTE, &cut);
+		fprintf(out, "%s\"", cut ? "..." : "");
 	}
-	fclose(f);
-	if (len > 100) {
-		/* a long value: its beginning is enough to recognise it */
-		while (len > 96 && ((unsigned char)line[96] & 0xc0) == 0x80)
-			line[--len] = '\0';
-		line[96] = '\0';
-		strcat(line, "...\"");
-	}
-	fprintf(im->notes, "%s>: ", line);
-	free(line);
-	/* why texts are short: the line stays below INI_LINE_MAX */
-	fprintf(im->notes, "%s\n", why);
+	fprintf(out, ">: %s\n", why);
 }
 
 /*
@@ -430,17 +405,13 @@ static int parse(struct import *im, FILE *in, const char *name)
 
 static void print_ini(struct import *im, const char *name, FILE *out)
 {
-	char *head = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&head, &len);
+	static const char head[] =
+		"; clamfs configuration converted from ClamFS XML ";
+	bool cut;
 
-	if (f) {
-		fputs("; clamfs configuration converted from ClamFS XML ", f);
-		qrecord_escape(f, name);
-		fclose(f);
-		comment(out, head);
-		free(head);
-	}
+	fputs(head, out);
+	escape_put(out, name, INI_LINE_MAX - sizeof(head) - 4, 0, &cut);
+	fprintf(out, "%s\n", cut ? "..." : "");
 	fputs("; by clamfs --import-clamfs-xml: check it, then "
 	      "clamfs --check -o config=FILE\n",
 	      out);

@@ -124,7 +124,7 @@ def test_hostile_values(clamd, tmp_path):
     xml = tmp_path / "h.xml"
     xml.write_text(HOSTILE.format(mp=mp.replace('"', "&quot;")
                                   .replace("'", "&apos;"),
-                                  long="x" * 400))
+                                  long="xxx" + "\u00e9" * 200 + "&#10;"))
     r = imp(str(xml))
     assert r.returncode == 0, r.stderr
     pairs = ini_lines(r.stdout)
@@ -146,6 +146,16 @@ def test_hostile_values(clamd, tmp_path):
                  "<log filename=\"/var/log/c\\x0d\\x0ax\">",
                  "<filesystem nonempty=", "<filesystem mountpoint2=\"xxx"):
         assert "; not supported: " + what in r.stdout, what
+    # a long value is cut between characters, and the line stays short
+    for line in r.stdout.splitlines():
+        assert len(line.encode()) < 190, line
+    cut = [line for line in r.stdout.splitlines() if "mountpoint2" in line]
+    assert len(cut) == 1 and '\u00e9\u00e9..."' in cut[0], cut
+    # a long value is cut between characters, and the line stays short
+    for line in r.stdout.splitlines():
+        assert len(line.encode()) < 190, line
+    cut = [line for line in r.stdout.splitlines() if "mountpoint2" in line]
+    assert len(cut) == 1 and '\u00e9\u00e9..."' in cut[0], cut
     out = tmp_path / "converted.ini"
     out.write_text(r.stdout)
     c = check(str(out), clamd, str(tmp_path))
