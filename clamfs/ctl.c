@@ -24,8 +24,7 @@ struct pid_query {
 	bool found;
 };
 
-static int match_pid(const char *dir, const char *fstype, const char *superopts,
-		     void *arg)
+static int match_pid(const struct mountinfo_entry *m, void *arg)
 {
 	struct pid_query *q = arg;
 	char pid[32];
@@ -35,16 +34,16 @@ static int match_pid(const char *dir, const char *fstype, const char *superopts,
 	 * mount(8) and clamfs itself name the type fuse.clamfs; a user's
 	 * FUSE mount could claim the type and answer with any PID
 	 */
-	if (strcmp(fstype, "fuse.clamfs") != 0 ||
-	    !mountpoint_opts_by_root(superopts))
+	if (strcmp(m->fstype, "fuse.clamfs") != 0 ||
+	    !mountpoint_opts_by_root(m->superopts))
 		return 0;
-	n = getxattr(dir, CONTROL_PID, pid, sizeof(pid) - 1);
+	n = getxattr(m->dir, CONTROL_PID, pid, sizeof(pid) - 1);
 	if (n <= 0)
 		return 0; /* dead, or not ours to ask */
 	pid[n] = '\0';
 	if (strcmp(pid, q->pid) != 0)
 		return 0;
-	snprintf(q->mnt, q->len, "%s", dir);
+	snprintf(q->mnt, q->len, "%s", m->dir);
 	q->found = true;
 	return 1;
 }

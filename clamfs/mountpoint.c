@@ -34,8 +34,7 @@ static void unescape_octal(char *s)
 }
 
 int mountpoint_each(const char *mountinfo,
-		    int (*fn)(const char *dir, const char *fstype,
-			      const char *superopts, void *arg),
+		    int (*fn)(const struct mountinfo_entry *m, void *arg),
 		    void *arg)
 {
 	char *line = NULL;
@@ -47,28 +46,31 @@ int mountpoint_each(const char *mountinfo,
 	if (!f)
 		return -errno;
 	while (ret == 0 && getline(&line, &cap, f) != -1) {
-		char *save = NULL, *field, *mnt = NULL, *sep, *source,
-		     *superopts;
-		int i = 0;
+		char *save = NULL, *field[5], *sep, *source, *superopts;
+		struct mountinfo_entry m;
+		int i;
 
 		/* fields: id parent dev root MOUNTPOINT opts [tags] - TYPE */
-		for (field = strtok_r(line, " ", &save); field && i < 4;
-		     field = strtok_r(NULL, " ", &save))
-			i++;
-		mnt = field;
-		if (!mnt)
+		field[0] = strtok_r(line, " ", &save);
+		for (i = 1; field[i - 1] && i < 5; i++)
+			field[i] = strtok_r(NULL, " ", &save);
+		if (!field[i - 1] || sscanf(field[0], "%llu", &m.id) != 1)
 			continue;
-		unescape_octal(mnt);
+		unescape_octal(field[3]);
+		unescape_octal(field[4]);
 		sep = strstr(save ? save : "", " - ");
 		if (!sep)
 			continue;
-		field = strtok_r(sep + 3, " ", &save);
-		if (!field)
+		m.fstype = strtok_r(sep + 3, " ", &save);
+		if (!m.fstype)
 			continue;
 		/* after the type: the source, then the superblock options */
 		source = strtok_r(NULL, " ", &save);
 		superopts = source ? strtok_r(NULL, " \n", &save) : NULL;
-		ret = fn(mnt, field, superopts ? superopts : "", arg);
+		m.root = field[3];
+		m.dir = field[4];
+		m.superopts = superopts ? superopts : "";
+		ret = fn(&m, arg);
 	}
 	free(line);
 	fclose(f);
@@ -94,14 +96,13 @@ bool mountpoint_opts_by_root(const char *superopts)
 	return false;
 }
 
-static int note_fstype(const char *dir, const char *fstype,
-		       const char *superopts, void *arg)
+static int note_fstype(const struct mountinfo_entry *m, void *arg)
 {
 	struct fstype_query *q = arg;
 
-	if (strcmp(dir, q->dir) == 0) {
-		snprintf(q->fstype, q->len, "%s", fstype);
-		q->by_root = mountpoint_opts_by_root(superopts);
+	if (strcmp(m->dir, q->dir) == 0) {
+		snprintf(q->fstype, q->len, "%s", m->fstype);
+		q->by_root = mountpoint_opts_by_root(m->superopts);
 		q->found = 1; /* keep going: the last entry is the top mount */
 	}
 	return 0;

@@ -25,15 +25,23 @@ int mountpoint_fstype(const char *mountinfo, const char *dir, char *fstype,
 int mountpoint_root_fstype(const char *mountinfo, const char *dir, char *fstype,
 			   size_t len);
 
+/* One line of a mountinfo file, unescaped where the kernel escapes. */
+struct mountinfo_entry {
+	unsigned long long id; /* the mount id (statx's stx_mnt_id) */
+	const char *root;      /* the mount's root within its filesystem */
+	const char *dir;       /* where it is mounted */
+	const char *fstype;
+	const char *superopts; /* the superblock options ("" when none) */
+};
+
 /*
  * Calls fn for every mount the mountinfo file lists, in its order (the
- * last one on a directory is the top one), with the unescaped mountpoint
- * and the type. Stops at the first non-zero return of fn and returns it;
- * 0 after the last mount, negative errno when the file cannot be read.
+ * last one on a directory is the top one). Stops at the first non-zero
+ * return of fn and returns it; 0 after the last mount, negative errno when
+ * the file cannot be read.
  */
 int mountpoint_each(const char *mountinfo,
-		    int (*fn)(const char *dir, const char *fstype,
-			      const char *superopts, void *arg),
+		    int (*fn)(const struct mountinfo_entry *m, void *arg),
 		    void *arg);
 
 /*

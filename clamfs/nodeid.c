@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mountpoint.h"
+
 /* include/linux/exportfs.h: 32-bit inode number, 32-bit generation */
 #define FILEID_INO32_GEN 1
 
@@ -58,29 +60,28 @@ int nodeid_handle_open(int mount_fd, const struct nodeid_handle *h)
 	return fd == -1 ? -errno : fd;
 }
 
-/* mountinfo's 4th field, the mount's root within its filesystem, is "/" */
+struct whole_fs_query {
+	unsigned long long id;
+	bool whole;
+};
+
+static int note_whole_fs(const struct mountinfo_entry *m, void *arg)
+{
+	struct whole_fs_query *q = arg;
+
+	if (m->id != q->id)
+		return 0;
+	/* the mount shows its filesystem from the top, not a subtree */
+	q->whole = strcmp(m->root, "/") == 0;
+	return 1;
+}
+
 static bool mount_is_whole_fs(uint64_t mnt_id)
 {
-	unsigned long long id;
-	char *line = NULL;
-	bool whole = false;
-	size_t cap = 0;
-	int root_at = -1;
-	FILE *f;
+	struct whole_fs_query q = {.id = mnt_id};
 
-	f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return false;
-	while (getline(&line, &cap, f) != -1) {
-		if (sscanf(line, "%llu %*u %*u:%*u %n", &id, &root_at) != 1 ||
-		    root_at < 0 || id != mnt_id)
-			continue;
-		whole = line[root_at] == '/' && line[root_at + 1] == ' ';
-		break;
-	}
-	free(line);
-	fclose(f);
-	return whole;
+	return mountpoint_each("/proc/self/mountinfo", note_whole_fs, &q) == 1 &&
+	       q.whole;
 }
 
 bool nodeid_fs_root(int fd)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -32,6 +33,7 @@ static int write_mountinfo(void **state)
 		"rw,user_id=1000,group_id=1000\n"
 		"44 22 0:44 / /fake2 rw - fuse.clamfs x "
 		"rw,user_id=00,group_id=0\n"
+		"45 22 0:30 /sub\\040dir /bind rw - ext4 /dev/vdb rw\n"
 		"garbage line\n";
 	int fd = mkstemp(path);
 	FILE *f;
@@ -107,6 +109,47 @@ static void test_made_by_root(void **state)
 	assert_false(mountpoint_opts_by_root(""));
 }
 
+struct seen {
+	unsigned long long id;
+	char root[64], dir[64], fstype[32], superopts[64];
+	int calls;
+};
+
+static int remember(const struct mountinfo_entry *m, void *arg)
+{
+	struct seen *s = arg;
+
+	s->calls++;
+	if (m->id != s->id)
+		return 0;
+	snprintf(s->root, sizeof(s->root), "%s", m->root);
+	snprintf(s->dir, sizeof(s->dir), "%s", m->dir);
+	snprintf(s->fstype, sizeof(s->fstype), "%s", m->fstype);
+	snprintf(s->superopts, sizeof(s->superopts), "%s", m->superopts);
+	return 7; /* stops the walk, and is what mountpoint_each returns */
+}
+
+/* the fields nodeid.c (mount id, root) and ctl.c (options) rely on */
+static void test_each_gives_every_field(void **state)
+{
+	struct seen s = {.id = 45};
+
+	assert_int_equal(mountpoint_each(path, remember, &s), 7);
+	assert_string_equal(s.root, "/sub dir");
+	assert_string_equal(s.dir, "/bind");
+	assert_string_equal(s.fstype, "ext4");
+	assert_string_equal(s.superopts, "rw");
+	memset(&s, 0, sizeof(s));
+	s.id = 42;
+	assert_int_equal(mountpoint_each(path, remember, &s), 7);
+	assert_string_equal(s.root, "/");
+	assert_string_equal(s.superopts, "rw,user_id=0,group_id=0,allow_other");
+	memset(&s, 0, sizeof(s));
+	s.id = 99; /* no such mount: every well-formed line seen */
+	assert_int_equal(mountpoint_each(path, remember, &s), 0);
+	assert_int_equal(s.calls, 9);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -114,6 +157,7 @@ int main(void)
 		cmocka_unit_test(test_escaped_name_and_optional_fields),
 		cmocka_unit_test(test_not_a_mountpoint),
 		cmocka_unit_test(test_made_by_root),
+		cmocka_unit_test(test_each_gives_every_field),
 	};
 
 	return cmocka_run_group_tests(tests, write_mountinfo, remove_mountinfo);
