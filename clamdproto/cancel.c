@@ -66,16 +66,6 @@ int cdp_cancel_triggered(const struct cdp_cancel *c)
 	return c && atomic_load(&c->triggered);
 }
 
-void cdp_cancel_reset(struct cdp_cancel *c)
-{
-	if (!c)
-		return;
-	atomic_store(&c->triggered, 0);
-	lock(c);
-	c->fd = -1;
-	unlock(c);
-}
-
 int cdp_cancel_attach(struct cdp_cancel *c, int fd)
 {
 	if (!c)

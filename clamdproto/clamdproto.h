@@ -115,8 +115,6 @@ struct cdp_cancel *cdp_cancel_new(void);
 void cdp_cancel_free(struct cdp_cancel *c);
 void cdp_cancel_trigger(struct cdp_cancel *c);
 int cdp_cancel_triggered(const struct cdp_cancel *c);
-/* Re-arm a token for another scan.  Not concurrently with a scan using it. */
-void cdp_cancel_reset(struct cdp_cancel *c);
 
 /* ------------------------------------------------------------------ pool */
 

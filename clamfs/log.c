@@ -111,6 +111,11 @@ static void log_vemit(enum log_level level, const char *fmt, va_list ap)
 		fprintf(stderr, "clamfs: %s%s\n", line, log_mount);
 }
 
+bool log_wants(enum log_level level)
+{
+	return level <= __atomic_load_n(&log_max, __ATOMIC_RELAXED);
+}
+
 #define LOG_FN(name, level)                                                    \
 	void name(const char *fmt, ...)                                        \
 	{                                                                      \

@@ -36,6 +36,9 @@ void log_quote(char *buf, size_t len, const char *s);
 /* Changes the level at run time (SIGHUP). */
 void log_set_level(enum log_level max_level);
 
+/* Whether a message of level would be written: skip costly arguments. */
+bool log_wants(enum log_level level);
+
 void log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -260,6 +260,26 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 	return pol->deny_errno;
 }
 
+/*
+ * With log_level=debug, one line per gated open that no other line tells
+ * about: why it was let through or refused without a scan, a cached or
+ * fresh clean verdict and how long clamd took. Detections and scan errors
+ * have their own lines at higher levels.
+ */
+static void debug_open(struct clamfs_fs *fs, int fd, const char *decision,
+		       pid_t pid, uid_t uid, const char *more)
+{
+	char buf[PATH_MAX], path[PATH_MAX * 4 + 8];
+	const char *rel;
+
+	if (!log_wants(LOG_LEVEL_DEBUG))
+		return;
+	rel = fs_fd_path(fs, fd, false, buf, sizeof(buf));
+	log_quote(path, sizeof(path), rel ? rel : "?");
+	log_debug("open path=%s decision=%s pid=%d uid=%u%s", path, decision,
+		  (int)pid, (unsigned)uid, more ? more : "");
+}
+
 /* Scan failed: fail closed with EIO unless on_error=allow. */
 static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 			      const struct scan_outcome *o)
@@ -352,6 +372,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	}
 	if (scanq_waiter_interrupted(w)) {
 		stats_inc(&fs->stats, STAT_INTERRUPTED);
+		debug_open(fs, p->fd, "interrupted", p->pid, p->uid, NULL);
 		err = EINTR;
 	} else if (o->res.verdict == CDP_INFECTED) {
 		err = act_on_infected(fs, p, "open", o->res.text, false);
@@ -367,6 +388,14 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		if (created)
 			forget_removed_name(fs, p);
 	} else {
+		if (o->res.verdict == CDP_CLEAN && log_wants(LOG_LEVEL_DEBUG)) {
+			char took[48];
+
+			snprintf(took, sizeof(took), " scan_ms=%.1f",
+				 (double)o->usec / 1000.0);
+			debug_open(fs, p->fd, "allowed-scanned-clean", p->pid,
+				   p->uid, took);
+		}
 		reply_allowed(p->req, fs, p->inode, p->fd, &p->fi, &p->stamp,
 			      created);
 	}
@@ -511,9 +540,21 @@ static gid_t *opener_groups(fuse_req_t req, gid_t *small, size_t cap,
 	return big;
 }
 
-/* The policy's verdict without a scan; -1 when a scan must decide. */
-static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
-			    const struct stat *st)
+/* Whether the action moves the file out of the backend's way. */
+static bool removes_file(enum infected_action a)
+{
+	return a == INFECTED_QUARANTINE || a == INFECTED_DELETE;
+}
+
+/* What the policy says before any scan. */
+enum unscanned {
+	UNSCANNED_ALLOW,
+	UNSCANNED_DENY, /* with the policy's errno */
+	UNSCANNED_SCAN, /* a scan decides */
+};
+
+static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
+				       int fd, const struct stat *st)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char buf[PATH_MAX];
@@ -524,7 +565,8 @@ static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 
 	if (st->st_size == 0) {
 		stats_inc(&fs->stats, STAT_EMPTY);
-		return 0;
+		debug_open(fs, fd, "allowed-empty", ctx->pid, ctx->uid, NULL);
+		return UNSCANNED_ALLOW;
 	}
 	/*
 	 * FUSE does not say which name was opened: path rules judge the
@@ -541,18 +583,24 @@ static int decide_unscanned(fuse_req_t req, struct clamfs_fs *fs, int fd,
 		free(groups);
 	switch (d) {
 	case POLICY_SCAN:
-		return -1;
+		break;
 	case POLICY_SKIP_EXCLUDED:
 		stats_inc(&fs->stats, STAT_EXCLUDED);
-		return 0;
+		debug_open(fs, fd, "allowed-excluded", ctx->pid, ctx->uid,
+			   NULL);
+		return UNSCANNED_ALLOW;
 	case POLICY_SKIP_OVERSIZE:
 		stats_inc(&fs->stats, STAT_OVERSIZE_ALLOWED);
-		return 0;
+		debug_open(fs, fd, "allowed-oversize", ctx->pid, ctx->uid,
+			   NULL);
+		return UNSCANNED_ALLOW;
 	case POLICY_DENY_OVERSIZE:
 		stats_inc(&fs->stats, STAT_OVERSIZE_DENIED);
-		return fs_policy(fs)->deny_errno;
+		debug_open(fs, fd, "denied-oversize", ctx->pid, ctx->uid,
+			   NULL);
+		return UNSCANNED_DENY;
 	}
-	return -1;
+	return UNSCANNED_SCAN;
 }
 
 static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
@@ -582,14 +630,15 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		return;
 	}
 	stats_inc(&fs->stats, STAT_OPENS_CHECKED);
-	ret = decide_unscanned(req, fs, fd, &st.st);
-	if (ret == 0) {
+	switch (decide_unscanned(req, fs, fd, &st.st)) {
+	case UNSCANNED_ALLOW:
 		reply_allowed(req, fs, inode, fd, fi, &st, created);
 		return;
-	}
-	if (ret > 0) {
-		reply_refused(req, fs, fd, created, ret);
+	case UNSCANNED_DENY:
+		reply_refused(req, fs, fd, created, fs_policy(fs)->deny_errno);
 		return;
+	case UNSCANNED_SCAN:
+		break;
 	}
 
 	p = pending_new(fs, inode, fd, &st);
@@ -607,6 +656,8 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		switch (vcache_lookup(fs_vcache(fs), &f, sig, sizeof(sig))) {
 		case VCACHE_CLEAN:
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
+			debug_open(fs, fd, "allowed-cached-clean", p->pid,
+				   p->uid, NULL);
 			pending_free(p);
 			reply_allowed(req, fs, inode, fd, fi, &st, created);
 			return;
@@ -616,7 +667,7 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 			 * request waiting for this worker may hold: a scanner
 			 * thread does that, after a fresh scan.
 			 */
-			if (fs_policy(fs)->on_infected >= INFECTED_QUARANTINE)
+			if (removes_file(fs_policy(fs)->on_infected))
 				break;
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
 			ret = act_on_infected(fs, p, "open", sig, true);

@@ -40,11 +40,6 @@ static const uint64_t scan_bounds_us[STATS_SCAN_BUCKETS] = {
 	5000000, 10000000, 30000000, 60000000, 120000000,
 };
 
-const char *stats_name(enum stat_counter c)
-{
-	return names[c];
-}
-
 void stats_error(struct stats *s, enum cdp_errcat cat)
 {
 	if ((unsigned)cat <= CDP_ERR_LOCAL)

@@ -70,8 +70,6 @@ static inline uint64_t stats_get(struct stats *s, enum stat_counter c)
 
 void stats_error(struct stats *s, enum cdp_errcat cat);
 
-const char *stats_name(enum stat_counter c);
-
 /* Whether opens use kernel passthrough; state must be a static string. */
 void stats_set_passthrough(struct stats *s, const char *state);
 

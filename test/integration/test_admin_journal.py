@@ -130,3 +130,35 @@ def test_mount_without_clamd_or_watch_says_so(admin, clamd_factory):
                           None)
     lines = wait_log(m, "clamd is not answering", timeout=10)
     assert len(lines) == 1, m.stderr_text()
+
+
+def test_debug_level_tells_each_decision(admin, clamd):
+    """log_level=debug says, per gated open, what was decided without a
+    detection: a fresh clean scan with its duration, a cached verdict, an
+    empty file, an oversize file. At the default level none of it."""
+    base, b, mnt = admin.dirs_bm()
+    put(os.path.join(b, "clean"), CLEAN)
+    put(os.path.join(b, "empty"), b"")
+    put(os.path.join(b, "big"), b"x" * 4096)
+    opts = [f"clamd={clamd.socket}", "racy_window=0", "max_scan_size=1024",
+            "oversize=deny"]
+    m = start_with_stderr(admin, b, mnt, opts + ["log_level=debug"], None)
+    assert try_read(m.m("clean")) == ("ok", CLEAN)
+    assert try_read(m.m("clean")) == ("ok", CLEAN)
+    assert try_read(m.m("empty")) == ("ok", b"")
+    assert try_read(m.m("big"))[0] == "err"
+    fresh = wait_log(m, "decision=allowed-scanned-clean")
+    assert len(fresh) == 1 and 'path="clean"' in fresh[0], fresh
+    assert " scan_ms=" in fresh[0], fresh
+    cached = wait_log(m, "decision=allowed-cached-clean")
+    assert len(cached) == 1 and 'path="clean"' in cached[0], cached
+    assert 'path="empty"' in wait_log(m, "decision=allowed-empty")[0]
+    assert 'path="big"' in wait_log(m, "decision=denied-oversize")[0]
+
+    base2, b2, mnt2 = admin.dirs_bm()
+    put(os.path.join(b2, "clean"), CLEAN)
+    quiet = start_with_stderr(admin, b2, mnt2, opts, None)
+    assert try_read(quiet.m("clean")) == ("ok", CLEAN)
+    assert try_read(quiet.m("clean")) == ("ok", CLEAN)
+    time.sleep(0.2)
+    assert "decision=" not in quiet.stderr_text()
