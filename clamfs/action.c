@@ -18,54 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pathwalk.h"
 #include "qrecord.h"
-
-/*
- * Opens the directory holding relpath's last component, walking from
- * root_fd; with create, missing directories are made (mode 0700). Returns
- * the fd and points *base at the last component inside buf.
- */
-static int walk_parent(int root_fd, const char *relpath, bool create, char *buf,
-		       size_t buflen, const char **base)
-{
-	char *comp, *slash;
-	int fd, next;
-
-	if (strlcpy(buf, relpath, buflen) >= buflen)
-		return -ENAMETOOLONG;
-	fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 0);
-	if (fd == -1)
-		return -errno;
-	comp = buf;
-	while ((slash = strchr(comp, '/'))) {
-		*slash = '\0';
-		if (*comp == '\0' || strcmp(comp, ".") == 0 ||
-		    strcmp(comp, "..") == 0) {
-			close(fd);
-			return -EINVAL;
-		}
-		if (create && mkdirat(fd, comp, 0700) == -1 &&
-		    errno != EEXIST) {
-			next = -errno;
-			close(fd);
-			return next;
-		}
-		next = openat(fd, comp,
-			      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(fd);
-		if (next == -1)
-			return -errno;
-		fd = next;
-		comp = slash + 1;
-	}
-	if (*comp == '\0' || strcmp(comp, "..") == 0 ||
-	    strcmp(comp, ".") == 0) {
-		close(fd);
-		return -EINVAL;
-	}
-	*base = comp;
-	return fd;
-}
 
 static int same_file_st(int dirfd, const char *name, dev_t dev, ino_t ino,
 			struct stat *st)
@@ -91,7 +45,7 @@ int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
 	const char *base;
 	int dirfd, ret;
 
-	dirfd = walk_parent(backend_fd, relpath, false, buf, sizeof(buf),
+	dirfd = pathwalk_parent(backend_fd, relpath, 0, buf, sizeof(buf),
 			    &base);
 	if (dirfd < 0)
 		return dirfd;
@@ -208,14 +162,14 @@ int action_quarantine(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
 
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	dirfd = walk_parent(backend_fd, relpath, false, src_buf,
+	dirfd = pathwalk_parent(backend_fd, relpath, 0, src_buf,
 			    sizeof(src_buf), &base);
 	if (dirfd < 0)
 		return dirfd;
 	ret = same_file_st(dirfd, base, dev, ino, &st);
 	if (ret)
 		goto out;
-	qdir = walk_parent(qdir_fd, relpath, true, dst_buf, sizeof(dst_buf),
+	qdir = pathwalk_parent(qdir_fd, relpath, PATHWALK_CREATE, dst_buf, sizeof(dst_buf),
 			   &qbase);
 	if (qdir < 0) {
 		ret = qdir;

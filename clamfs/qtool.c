@@ -11,18 +11,17 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "action.h"
+#include "pathwalk.h"
 #include "qrecord.h"
 
 enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
@@ -37,75 +36,13 @@ static void usage(FILE *out)
 		"prints it.\n");
 }
 
-/* The component walk for kernels (or seccomp filters) without openat2. */
-static int walk_beneath(int root, const char *rel, int flags)
-{
-	char buf[PATH_MAX], *comp, *slash;
-	int fd, next;
-
-	if (strlcpy(buf, rel, sizeof(buf)) >= sizeof(buf))
-		return -ENAMETOOLONG;
-	fd = fcntl(root, F_DUPFD_CLOEXEC, 0);
-	if (fd == -1)
-		return -errno;
-	for (comp = buf; (slash = strchr(comp, '/')); comp = slash + 1) {
-		*slash = '\0';
-		next = openat(fd, comp,
-			      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(fd);
-		if (next == -1)
-			return -errno;
-		fd = next;
-	}
-	next = openat(fd, comp, flags | O_NOFOLLOW | O_CLOEXEC);
-	close(fd);
-	return next == -1 ? -errno : next;
-}
-
-/*
- * Opens rel (checked by qrecord_safe_relpath) beneath root, no symlink
- * anywhere on the way: openat2's RESOLVE_BENEATH where the kernel has it.
- */
-static int open_beneath(int root, const char *rel, int flags)
-{
-	if (!qrecord_safe_relpath(rel))
-		return -EINVAL;
-#ifdef SYS_openat2
-	struct open_how how = {
-		.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC),
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-			   RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, root, rel, &how, sizeof(how));
-
-	if (fd >= 0)
-		return (int)fd;
-	if (errno != ENOSYS && errno != EPERM)
-		return -errno;
-#endif
-	return walk_beneath(root, rel, flags);
-}
-
-/* Opens the directory holding rel's last component; *base points at it. */
+/* Opens the directory holding rel's last component beneath root. */
 static int open_parent(int root, const char *rel, char *buf, size_t len,
 		       const char **base)
 {
-	char *slash;
-
 	if (!qrecord_safe_relpath(rel))
 		return -EINVAL;
-	if (strlcpy(buf, rel, len) >= len)
-		return -ENAMETOOLONG;
-	slash = strrchr(buf, '/');
-	if (!slash) {
-		int fd = fcntl(root, F_DUPFD_CLOEXEC, 0);
-
-		*base = rel;
-		return fd == -1 ? -errno : fd;
-	}
-	*slash = '\0';
-	*base = rel + (slash - buf) + 1;
-	return open_beneath(root, buf, O_PATH | O_DIRECTORY);
+	return pathwalk_parent(root, rel, 0, buf, len, base);
 }
 
 static void print_escaped(const char *s)
@@ -309,63 +246,6 @@ static int cmd_list(const char *dir)
 	return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
 }
 
-/*
- * Only root may have written what restore trusts: a record names the owner
- * and mode the restored file gets, so a record a user could plant or swap
- * would hand out set-id files of any owner.
- */
-static bool root_only(const struct stat *st)
-{
-	return st->st_uid == 0 && !(st->st_mode & (S_IWGRP | S_IWOTH));
-}
-
-/*
- * Opens the directory holding id's last component, checking that the
- * quarantine directory and every directory on the way are root_only.
- */
-static int open_trusted_parent(int qfd, const char *id, char *buf,
-			       size_t len, const char **base)
-{
-	char *comp, *slash;
-	struct stat st;
-	int fd, next;
-
-	if (!qrecord_safe_relpath(id))
-		return -EINVAL;
-	if (strlcpy(buf, id, len) >= len)
-		return -ENAMETOOLONG;
-	fd = fcntl(qfd, F_DUPFD_CLOEXEC, 0);
-	if (fd == -1)
-		return -errno;
-	for (comp = buf;; comp = slash + 1) {
-		if (fstat(fd, &st) == -1) {
-			next = -errno;
-			goto fail;
-		}
-		if (!root_only(&st)) {
-			next = -EPERM;
-			goto fail;
-		}
-		slash = strchr(comp, '/');
-		if (!slash)
-			break;
-		*slash = '\0';
-		next = openat(fd, comp,
-			      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (next == -1) {
-			next = -errno;
-			goto fail;
-		}
-		close(fd);
-		fd = next;
-	}
-	*base = id + (comp - buf);
-	return fd;
-fail:
-	close(fd);
-	return next;
-}
-
 /* Gives the restored file its recorded owner, mode and times. */
 static int set_original(int fd, const struct qrecord *r)
 {
@@ -434,7 +314,12 @@ static int cmd_restore(const char *dir, const char *id, const char *to)
 	qfd = open_qdir(dir);
 	if (qfd < 0)
 		goto out;
-	qparent = open_trusted_parent(qfd, id, qbuf, sizeof(qbuf), &qbase);
+	/*
+	 * A record names the owner and mode the restored file gets (set-id
+	 * bits too): only what root alone could have written is trusted.
+	 */
+	qparent = pathwalk_parent(qfd, id, PATHWALK_ROOT_ONLY, qbuf, sizeof(qbuf),
+				  &qbase);
 	if (qparent == -EPERM) {
 		fprintf(stderr,
 			"clamfs-quarantine: %s: refusing: the quarantine or a "
@@ -458,7 +343,7 @@ static int cmd_restore(const char *dir, const char *id, const char *to)
 	}
 	snprintf(rname, sizeof(rname), "%s%s", qbase, QRECORD_SUFFIX);
 	if (fstatat(qparent, rname, &rst, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    !root_only(&rst)) {
+	    !pathwalk_root_only(&rst)) {
 		fprintf(stderr,
 			"clamfs-quarantine: %s: refusing: its record is not "
 			"root's alone\n",
