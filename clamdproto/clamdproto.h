@@ -120,6 +120,8 @@ void cdp_cancel_reset(struct cdp_cancel *c);
 
 /* ------------------------------------------------------------------ pool */
 
+#define CDP_DEFAULT_ADDR "/var/run/clamav/clamd.ctl" /* Debian's clamd */
+
 /*
  * Pool settings.  Initialise with cdp_config_init() and change what you need;
  * zeros are replaced by the defaults shown.  Times are in milliseconds.
