@@ -630,6 +630,15 @@ bool optable_describe(const struct clamfs_opts *o, const struct clamfs_opts *n,
 	return any;
 }
 
+bool optable_differs(const struct clamfs_opts *o, const struct clamfs_opts *n,
+		     enum opt_reload reload)
+{
+	for (const struct opt_row *r = optable; r->name; r++)
+		if (r->reload == reload && differs(o, n, r))
+			return true;
+	return false;
+}
+
 bool optable_name_changes(const struct clamfs_opts *o,
 			  const struct clamfs_opts *n, enum opt_reload reload,
 			  char *buf, size_t len)
@@ -643,6 +652,24 @@ bool optable_name_changes(const struct clamfs_opts *o,
 		any = true;
 	}
 	return any;
+}
+
+/* text from column 28 on, broken at spaces to fit 80 columns */
+static void print_wrapped(FILE *out, const char *text)
+{
+	const int width = 80 - 28;
+
+	while ((int)strlen(text) > width) {
+		int cut = width;
+
+		while (cut > 0 && text[cut] != ' ')
+			cut--;
+		if (cut == 0)
+			break;
+		fprintf(out, "%.*s\n%28s", cut, text, "");
+		text += cut + 1;
+	}
+	fprintf(out, "%s\n", text);
 }
 
 /* Rows of section ("" for those of the command line only). */
@@ -665,8 +692,9 @@ void optable_print_help(FILE *out, const char *section)
 		else
 			snprintf(help, sizeof(help), "%s", r->help);
 		if (strlen(left) < 24)
-			fprintf(out, "    %-24s%s\n", left, help);
+			fprintf(out, "    %-24s", left);
 		else
-			fprintf(out, "    %s\n%28s%s\n", left, "", help);
+			fprintf(out, "    %s\n%28s", left, "");
+		print_wrapped(out, help);
 	}
 }

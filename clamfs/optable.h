@@ -92,6 +92,10 @@ int optable_defaults(struct clamfs_opts *opts);
 bool optable_describe(const struct clamfs_opts *o, const struct clamfs_opts *n,
 		      enum opt_reload reload, char *buf, size_t len);
 
+/* Whether any row of that reload kind differs between o and n. */
+bool optable_differs(const struct clamfs_opts *o, const struct clamfs_opts *n,
+		     enum opt_reload reload);
+
 /*
  * Appends the names of the rows of that reload kind that differ. Returns
  * whether any did.
