@@ -57,9 +57,8 @@ static bool below(uint64_t clamd_limit, uint64_t max_scan_size)
  * clamd will not is refused (INSTREAM) or, worse, skipped and answered
  * OK, then cached clean. Warnings only: the administrator may mean it.
  */
-static unsigned int check_clamd_limits(FILE *out,
-				       const struct clamfs_opts *opts,
-				       bool stream)
+static unsigned int
+check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool stream)
 {
 	uint64_t ours = opts->policy.max_scan_size;
 	struct clamd_limits l;

@@ -24,8 +24,8 @@
 #define FIELD(f) offsetof(struct clamfs_opts, f)
 
 static const struct opt_word yes_no[] = {
-	{"no", 0},  {"yes", 1}, {"false", 0}, {"true", 1}, {"off", 0},
-	{"on", 1},  {"0", 0},	{"1", 1},     {NULL, 0},
+	{"no", 0}, {"yes", 1}, {"false", 0}, {"true", 1}, {"off", 0},
+	{"on", 1}, {"0", 0},   {"1", 1},     {NULL, 0},
 };
 static const struct opt_word passthrough_words[] = {
 	{"auto", 1}, {"off", 0}, {NULL, 0}};
@@ -248,9 +248,9 @@ static void want_words(const struct opt_word *w, char *buf, size_t len)
 	buf[0] = '\0';
 	for (size_t i = 0; i < n && used < len; i++) {
 		snprintf(buf + used, len - used, "%s%s",
-			 i == 0		? ""
-			 : i == n - 1	? " or "
-					: ", ",
+			 i == 0	      ? ""
+			 : i == n - 1 ? " or "
+				      : ", ",
 			 w[i].word);
 		used = strlen(buf);
 	}

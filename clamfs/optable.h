@@ -17,7 +17,7 @@
 struct clamfs_opts;
 
 enum opt_type {
-	OPT_FLAG,	/* bool; bare "key", or key=yes|no|true|false|on|off|1|0 */
+	OPT_FLAG, /* bool; bare "key", or key=yes|no|true|false|on|off|1|0 */
 	OPT_NOT_FLAG,	/* a flag stored inverted (no_default_permissions) */
 	OPT_UINT,	/* unsigned int within min..max */
 	OPT_ULONG,	/* unsigned long within min..max */

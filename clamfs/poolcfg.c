@@ -66,7 +66,7 @@ int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
 		return ret;
 	cdp_config_init(&cfg);
 	cfg.addr = opts->clamd;
-	cfg.max_conns = max_conns		? max_conns
+	cfg.max_conns = max_conns		  ? max_conns
 			: opts->clamd_connections ? opts->clamd_connections
 						  : opts->scan_threads;
 	cfg.scan_timeout_ms = (int)opts->scan_timeout * 1000;
