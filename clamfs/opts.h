@@ -48,6 +48,7 @@ struct clamfs_opts {
 	unsigned int scan_timeout;     /* seconds */
 	unsigned int scan_threads;     /* scanner threads */
 	unsigned int clamd_connections; /* 0: as many as scan_threads */
+	unsigned int clamd_connect_timeout; /* seconds; 0: clamdproto's 5 */
 	unsigned long cache_entries;
 	unsigned int cache_ttl;	    /* seconds; 0 turns the cache off */
 	unsigned int version_check; /* seconds between VERSION; 0: never */

@@ -70,6 +70,7 @@ int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
 			: opts->clamd_connections ? opts->clamd_connections
 						  : opts->scan_threads;
 	cfg.scan_timeout_ms = (int)opts->scan_timeout * 1000;
+	cfg.connect_timeout_ms = (int)opts->clamd_connect_timeout * 1000;
 	ret = cdp_pool_new(&cfg, pool);
 	if (ret)
 		snprintf(err, errlen, "clamd=%s: %s", opts->clamd,
