@@ -118,6 +118,8 @@ int cdp_cancel_triggered(const struct cdp_cancel *c);
 
 /* ------------------------------------------------------------------ pool */
 
+#define CDP_DEFAULT_ADDR "/var/run/clamav/clamd.ctl" /* Debian's clamd */
+
 /*
  * Pool settings.  Initialise with cdp_config_init() and change what you need;
  * zeros are replaced by the defaults shown.  Times are in milliseconds.

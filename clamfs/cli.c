@@ -14,7 +14,7 @@
 #include "clamdconf.h"
 #include "clamdproto.h"
 #include "exitcode.h"
-#include "scanq.h"
+#include "poolcfg.h"
 
 static bool check_dir(FILE *out, const char *what, const char *path)
 {
@@ -58,13 +58,12 @@ static bool below(uint64_t clamd_limit, uint64_t max_scan_size)
  * OK, then cached clean. Warnings only: the administrator may mean it.
  */
 static unsigned int
-check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool unix_socket)
+check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool stream)
 {
 	uint64_t ours = opts->policy.max_scan_size;
 	struct clamd_limits l;
 	char conf[4096], a[32], b[32];
 	unsigned int bad_line = 0, warnings = 0;
-	bool stream;
 	int ret;
 
 	ret = clamdconf_find(opts->clamd, conf, sizeof(conf));
@@ -89,8 +88,6 @@ check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool unix_socket)
 				       : strerror(-ret));
 		return 0;
 	}
-	stream = opts->scan_mode == SCAN_MODE_STREAM ||
-		 (opts->scan_mode < 0 && !unix_socket);
 	size_text(ours, b, sizeof(b));
 	if (stream && below(l.stream_max_length, ours)) {
 		fprintf(out,
@@ -130,18 +127,15 @@ check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool unix_socket)
 static int check_clamd(FILE *out, const struct clamfs_opts *opts)
 {
 	struct cdp_pool *pool = NULL;
+	enum scan_mode mode;
 	struct cdp_result res;
 	struct cdp_version ver;
-	struct cdp_config cfg;
+	char err[512];
 	int status = EXIT_CLAMD;
-	int ret;
 
-	cdp_config_init(&cfg);
-	cfg.addr = opts->clamd;
-	cfg.max_conns = 1;
-	ret = cdp_pool_new(&cfg, &pool);
-	if (ret) {
-		fprintf(out, "clamd %s: bad address\n", opts->clamd);
+	/* the daemon's own rules: what passes here, a mount accepts */
+	if (poolcfg_new(opts, 1, &mode, &pool, err, sizeof(err)) != 0) {
+		fprintf(out, "%s\n", err);
 		return EXIT_CONFIG;
 	}
 	if (cdp_ping(pool, &res) != 0) {
@@ -163,14 +157,7 @@ static int check_clamd(FILE *out, const struct clamfs_opts *opts)
 			"clamd %s: ok, ClamAV %s, no database version (custom "
 			"signatures only: cache_ttl bounds old verdicts)\n",
 			opts->clamd, ver.engine);
-	if (opts->scan_mode == 0 &&
-	    cdp_addr_kind(cdp_pool_addr(pool)) != CDP_ADDR_UNIX) {
-		fprintf(out, "scan_mode=fdpass needs clamd on a UNIX socket\n");
-		status = EXIT_CONFIG;
-		goto out;
-	}
-	check_clamd_limits(out, opts,
-			   cdp_addr_kind(cdp_pool_addr(pool)) == CDP_ADDR_UNIX);
+	check_clamd_limits(out, opts, mode == SCAN_MODE_STREAM);
 	status = EXIT_OK;
 out:
 	cdp_pool_free(pool);

@@ -1,66 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * INI configuration reader: checks each key against its section, then
- * applies it through the command line parser, so a key means exactly the
- * same in the file and with -o.
+ * INI configuration reader: checks each key against its section in the
+ * option table, then stores it with the table's own setter, the one -o
+ * uses, so a key means exactly the same in the file and with -o.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <ini.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "opts.h"
-
-static const struct {
-	const char *key;
-	const char *section;
-} config_keys[] = {
-	{"backend", "fuse"},
-	{"mountpoint", "fuse"},
-	{"options", "fuse"},
-	{"threads", "fuse"},
-	{"clone_fd", "fuse"},
-	{"passthrough", "fuse"},
-	{"attr_timeout", "fuse"},
-	{"entry_timeout", "fuse"},
-	{"negative_timeout", "fuse"},
-	{"no_default_permissions", "fuse"},
-	{"clamd", "clamd"},
-	{"clamd_connections", "clamd"},
-	{"version_check", "clamd"},
-	{"clamd_wait", "clamd"},
-	{"scan_mode", "scan"},
-	{"scan_timeout", "scan"},
-	{"scan_threads", "scan"},
-	{"max_scan_size", "scan"},
-	{"oversize", "scan"},
-	{"include", "scan"},
-	{"exclude", "scan"},
-	{"glob_case", "scan"},
-	{"exempt_uid", "scan"},
-	{"exempt_gid", "scan"},
-	{"scan_on_close", "scan"},
-	{"cache_entries", "cache"},
-	{"cache_ttl", "cache"},
-	{"racy_window", "cache"},
-	{"on_infected", "action"},
-	{"on_error", "action"},
-	{"deny_errno", "action"},
-	{"quarantine_dir", "action"},
-	{"infected_cmd", "action"},
-	{"infected_cmd_rate", "action"},
-	{"log_level", "log"},
-};
+#include "optable.h"
 
 const char *config_section_of(const char *key)
 {
-	for (size_t i = 0; i < sizeof(config_keys) / sizeof(config_keys[0]);
-	     i++)
-		if (strcmp(config_keys[i].key, key) == 0)
-			return config_keys[i].section;
-	return NULL;
+	const struct opt_row *row = optable_find(key);
+
+	/* an alias (max_threads) is for -o only: files use the name */
+	if (!row || strcmp(row->name, key) != 0)
+		return NULL;
+	return row->section;
 }
 
 struct load_ctx {
@@ -125,7 +86,8 @@ static int on_key(void *user, const char *section, const char *key,
 {
 	struct load_ctx *ctx = user;
 	const char *want = config_section_of(key);
-	char msg[512];
+	char msg[512], *arg = NULL;
+	int ret;
 
 	if (ctx->err_line)
 		return 0;
@@ -136,7 +98,13 @@ static int on_key(void *user, const char *section, const char *key,
 			 want, section);
 		return fail(ctx, key, msg);
 	}
-	if (opts_apply(ctx->opts, key, value, msg, sizeof(msg)) != 0)
+	/* messages quote it as -o would be written */
+	if (asprintf(&arg, "%s=%s", key, value) < 0)
+		return fail(ctx, key, "out of memory");
+	ret = optable_set(ctx->opts, optable_find(key), value, arg, msg,
+			  sizeof(msg));
+	free(arg);
+	if (ret)
 		return fail(ctx, key, msg);
 	return 1;
 }

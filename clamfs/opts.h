@@ -2,7 +2,8 @@
 /*
  * Command line of the clamfs daemon: splits argv into clamfs's own options
  * and the arguments handed on to libfuse (mount options, -d).
- * Pure parsing: no file system access, no mounting.
+ * Pure parsing: no file system access, no mounting. The -o keys, their
+ * defaults and limits are rows of the option table (optable.h).
  */
 #ifndef CLAMFS_OPTS_H
 #define CLAMFS_OPTS_H
@@ -14,9 +15,11 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_opt.h>
 
+#include "clamdproto.h"
+#include "log.h"
 #include "policy.h"
 
-#define OPTS_DEFAULT_CLAMD "/var/run/clamav/clamd.ctl"
+#define OPTS_DEFAULT_CLAMD CDP_DEFAULT_ADDR
 
 struct clamfs_opts {
 	char *backend;    /* as given; resolved by the caller */
@@ -37,10 +40,15 @@ struct clamfs_opts {
 
 	/* scanning */
 	char *clamd;		       /* UNIX socket path or tcp://host:port */
-	int scan_mode;		       /* enum scan_mode, or -1: by address */
+	/*
+	 * enum scan_mode, or -1: chosen by the address. An int, not the
+	 * enum: scanq.h's enum has no "not given".
+	 */
+	int scan_mode;
 	unsigned int scan_timeout;     /* seconds */
 	unsigned int scan_threads;     /* scanner threads */
 	unsigned int clamd_connections; /* 0: as many as scan_threads */
+	unsigned int clamd_connect_timeout; /* seconds; 0: clamdproto's 5 */
 	unsigned long cache_entries;
 	unsigned int cache_ttl;	    /* seconds; 0 turns the cache off */
 	unsigned int version_check; /* seconds between VERSION; 0: never */
@@ -53,7 +61,7 @@ struct clamfs_opts {
 
 	/* operation */
 	char *config;	      /* the configuration file read, if any */
-	int log_level;	      /* enum log_level */
+	enum log_level log_level;
 	char *mount_options;  /* FUSE mount options from the file */
 	char *mountpoint_opt; /* mountpoint= from the file or -o */
 };
@@ -77,14 +85,6 @@ int opts_parse(int argc, char *argv[], struct clamfs_opts *opts,
  * unless the user gave them. Returns 0 or -ENOMEM.
  */
 int opts_add_mount_names(struct fuse_args *fuse_args, const char *backend);
-
-/*
- * Applies one key = value as found in a configuration file: the key is an
- * option name without "-o"; a flag takes yes/no. 0, or -EINVAL with a
- * one-line reason in err.
- */
-int opts_apply(struct clamfs_opts *opts, const char *key, const char *value,
-	       char *err, size_t errlen);
 
 void opts_free(struct clamfs_opts *opts);
 

@@ -22,6 +22,8 @@
 #include "dbwatch.h"
 #include "log.h"
 #include "notify.h"
+#include "optable.h"
+#include "poolcfg.h"
 
 /*
  * One configuration as loaded and the objects it put in force. Its
@@ -204,36 +206,8 @@ static int check_config(const struct clamfs_opts *opts,
 			const char *mountpoint, enum scan_mode *mode, char *err,
 			size_t errlen)
 {
-	struct cdp_addr *addr;
-	bool unix_socket;
-	int ret;
-
-	/* the daemon runs from "/" once in the background */
-	if (opts->clamd[0] != '/' && strncmp(opts->clamd, "tcp://", 6) != 0) {
-		snprintf(err, errlen,
-			 "clamd=%s: want an absolute socket path or "
-			 "tcp://HOST:PORT",
-			 opts->clamd);
+	if (poolcfg_check(opts, mode, err, errlen) != 0)
 		return -1;
-	}
-	ret = cdp_addr_parse(opts->clamd, &addr);
-	if (ret) {
-		snprintf(err, errlen, "clamd=%s: %s", opts->clamd,
-			 ret == -EINVAL ? "not a socket path or tcp://HOST:PORT"
-					: strerror(-ret));
-		return -1;
-	}
-	unix_socket = cdp_addr_kind(addr) == CDP_ADDR_UNIX;
-	cdp_addr_free(addr);
-	*mode = opts->scan_mode >= 0 ? (enum scan_mode)opts->scan_mode
-		: unix_socket	     ? SCAN_MODE_FDPASS
-				     : SCAN_MODE_STREAM;
-	if (*mode == SCAN_MODE_FDPASS && !unix_socket) {
-		snprintf(err, errlen,
-			 "scan_mode=fdpass needs clamd on a UNIX socket; use "
-			 "scan_mode=stream over TCP");
-		return -1;
-	}
 	/*
 	 * clamd's open of the path would come back through the mount (a
 	 * deadlock), and our stat of it sees the mount's file, never the one
@@ -270,29 +244,6 @@ static int open_quarantine(const char *dir)
 	return fd;
 }
 
-/* A pool for opts' clamd (checked); NULL with a one-line reason in err. */
-static struct cdp_pool *pool_for(const struct clamfs_opts *opts, char *err,
-				 size_t errlen)
-{
-	struct cdp_pool *pool = NULL;
-	struct cdp_config cfg;
-	int ret;
-
-	cdp_config_init(&cfg);
-	cfg.addr = opts->clamd;
-	cfg.max_conns = opts->clamd_connections ? opts->clamd_connections
-						: opts->scan_threads;
-	cfg.scan_timeout_ms = (int)opts->scan_timeout * 1000;
-	ret = cdp_pool_new(&cfg, &pool);
-	if (ret) {
-		snprintf(err, errlen, "clamd=%s: %s", opts->clamd,
-			 ret == -EINVAL ? "not a socket path or tcp://HOST:PORT"
-					: strerror(-ret));
-		return NULL;
-	}
-	return pool;
-}
-
 struct runtime *runtime_prepare(struct clamfs_fs *fs,
 				const struct clamfs_opts *opts,
 				const char *mountpoint)
@@ -318,8 +269,7 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
-	g->pool = pool_for(opts, err, sizeof(err));
-	if (!g->pool) {
+	if (poolcfg_new(opts, 0, &fs->scan_mode, &g->pool, err, sizeof(err))) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
@@ -619,198 +569,104 @@ void runtime_free(struct runtime *rt)
 	free(rt);
 }
 
-/* Appends "key old -> new" to a change list. */
-static void note(char *buf, size_t len, const char *key, const char *from,
-		 const char *to)
-{
-	size_t used = strlen(buf);
-
-	snprintf(buf + used, len - used, "%s%s %s->%s", used ? ", " : "", key,
-		 from, to);
-}
-
-static const char *num(char *buf, unsigned long v)
-{
-	snprintf(buf, 24, "%lu", v);
-	return buf;
-}
-
-/* Settings that only a remount changes: named, not applied. */
-static void note_remount_only(const struct clamfs_opts *o,
-			      const struct clamfs_opts *n, char *buf,
-			      size_t len)
-{
-	size_t used;
-
-	buf[0] = '\0';
-#define REMOUNT_IF(cond, name)                                                 \
-	do {                                                                   \
-		if (cond) {                                                    \
-			used = strlen(buf);                                    \
-			snprintf(buf + used, len - used, "%s%s",               \
-				 used ? ", " : "", name);                      \
-		}                                                              \
-	} while (0)
-	REMOUNT_IF(str_differs(o->backend, n->backend), "backend");
-	REMOUNT_IF(str_differs(o->mountpoint, n->mountpoint), "mountpoint");
-	REMOUNT_IF(str_differs(o->mount_options, n->mount_options), "options");
-	REMOUNT_IF(o->threads != n->threads, "threads");
-	REMOUNT_IF(o->clone_fd != n->clone_fd, "clone_fd");
-	REMOUNT_IF(o->passthrough != n->passthrough, "passthrough");
-	REMOUNT_IF(o->attr_timeout != n->attr_timeout, "attr_timeout");
-	REMOUNT_IF(o->entry_timeout != n->entry_timeout, "entry_timeout");
-	REMOUNT_IF(o->negative_timeout != n->negative_timeout,
-		   "negative_timeout");
-	REMOUNT_IF(o->default_permissions != n->default_permissions,
-		   "no_default_permissions");
-	REMOUNT_IF(
-		str_differs(o->quarantine_dir, n->quarantine_dir) ||
-			(o->policy.on_infected == INFECTED_QUARANTINE) !=
-				(n->policy.on_infected == INFECTED_QUARANTINE),
-		"quarantine_dir");
-	REMOUNT_IF(o->scan_threads != n->scan_threads, "scan_threads");
-	REMOUNT_IF(o->version_check != n->version_check, "version_check");
-#undef REMOUNT_IF
-}
-
-static bool strv_differs(char *const *a, size_t na, char *const *b, size_t nb)
-{
-	if (na != nb)
-		return true;
-	for (size_t i = 0; i < na; i++)
-		if (strcmp(a[i], b[i]) != 0)
-			return true;
-	return false;
-}
-
-static bool ids_differ(const unsigned int *a, size_t na, const unsigned int *b,
-		       size_t nb)
-{
-	return na != nb || (na && memcmp(a, b, na * sizeof(*a)) != 0);
-}
-
-/* Names every setting a reload applies that differs. */
-static void note_policy_changes(const struct clamfs_opts *o,
-				const struct clamfs_opts *n, char *buf,
-				size_t len)
-{
-	static const char *const levels[] = {"error", "warning", "info",
-					     "debug"};
-	const struct policy *op = &o->policy, *np = &n->policy;
-	char a[24], b[24];
-
-	if (op->on_infected != np->on_infected)
-		note(buf, len, "on_infected",
-		     infected_action_name(op->on_infected),
-		     infected_action_name(np->on_infected));
-	if (op->on_error_allow != np->on_error_allow)
-		note(buf, len, "on_error",
-		     op->on_error_allow ? "allow" : "deny",
-		     np->on_error_allow ? "allow" : "deny");
-	if (op->deny_errno != np->deny_errno)
-		note(buf, len, "deny_errno",
-		     op->deny_errno == EPERM ? "EPERM" : "EACCES",
-		     np->deny_errno == EPERM ? "EPERM" : "EACCES");
-	if (op->max_scan_size != np->max_scan_size)
-		note(buf, len, "max_scan_size", num(a, op->max_scan_size),
-		     num(b, np->max_scan_size));
-	if (op->racy_window != np->racy_window)
-		note(buf, len, "racy_window", num(a, op->racy_window),
-		     num(b, np->racy_window));
-	if (op->oversize_allow != np->oversize_allow)
-		note(buf, len, "oversize",
-		     op->oversize_allow ? "allow" : "deny",
-		     np->oversize_allow ? "allow" : "deny");
-	if (op->glob_nocase != np->glob_nocase)
-		note(buf, len, "glob_case",
-		     op->glob_nocase ? "insensitive" : "sensitive",
-		     np->glob_nocase ? "insensitive" : "sensitive");
-	if (strv_differs(op->include, op->n_include, np->include,
-			 np->n_include))
-		note(buf, len, "include", num(a, op->n_include),
-		     num(b, np->n_include));
-	if (strv_differs(op->exclude, op->n_exclude, np->exclude,
-			 np->n_exclude))
-		note(buf, len, "exclude", num(a, op->n_exclude),
-		     num(b, np->n_exclude));
-	if (ids_differ(op->exempt_uids, op->n_exempt_uids, np->exempt_uids,
-		       np->n_exempt_uids))
-		note(buf, len, "exempt_uid", num(a, op->n_exempt_uids),
-		     num(b, np->n_exempt_uids));
-	if (ids_differ(op->exempt_gids, op->n_exempt_gids, np->exempt_gids,
-		       np->n_exempt_gids))
-		note(buf, len, "exempt_gid", num(a, op->n_exempt_gids),
-		     num(b, np->n_exempt_gids));
-	if (o->scan_on_close != n->scan_on_close)
-		note(buf, len, "scan_on_close", o->scan_on_close ? "yes" : "no",
-		     n->scan_on_close ? "yes" : "no");
-	if (o->log_level != n->log_level)
-		note(buf, len, "log_level", levels[o->log_level & 3],
-		     levels[n->log_level & 3]);
-}
-
 /*
- * Replaced objects of next, and their notes; on failure -errno and why in
- * err.
+ * The generation a reload would put in force in place of g: the
+ * configuration read again (rt's argv, so -o options still win over the
+ * file), checked by startup's rules, and new objects for what changed
+ * under them (the option table's reload column); what is unchanged stays
+ * g's until publish moves it on. 0 and *out, or -errno and why in err.
  */
-static int build_replacements(struct runtime *rt, struct generation *next,
-			      const struct clamfs_opts *o, enum scan_mode mode,
-			      char *changes, size_t len, char *err,
-			      size_t err_len)
+static int reload_build(struct runtime *rt, const struct generation *g,
+			struct generation **out, enum scan_mode *mode,
+			char *err, size_t err_len)
 {
-	const struct clamfs_opts *n = next->opts;
+	const struct clamfs_opts *o = g->opts, *n;
+	struct generation *next = generation_new();
 	struct clamfs_fs *fs = rt->fs;
-	char a[24], b[24];
+	int ret = -ENOMEM;
 
-	if (str_differs(o->clamd, n->clamd) ||
-	    o->clamd_connections != n->clamd_connections ||
-	    o->scan_mode != n->scan_mode ||
-	    o->scan_timeout != n->scan_timeout) {
-		next->pool = pool_for(n, err, err_len);
-		if (!next->pool)
-			return -EINVAL;
-		next->owns_pool = true;
-		if (str_differs(o->clamd, n->clamd))
-			note(changes, len, "clamd", o->clamd, n->clamd);
-		if (o->scan_mode != n->scan_mode)
-			note(changes, len, "scan_mode",
-			     scan_mode_name(fs->scan_mode),
-			     scan_mode_name(mode));
-		if (o->scan_timeout != n->scan_timeout)
-			note(changes, len, "scan_timeout",
-			     num(a, o->scan_timeout), num(b, n->scan_timeout));
+	snprintf(err, err_len, "no memory");
+	if (!next)
+		goto out;
+	next->opts = calloc(1, sizeof(*next->opts));
+	if (!next->opts)
+		goto out;
+	next->owns_opts = true; /* opts_parse empties it when it fails */
+	n = next->opts;
+	ret = opts_parse(rt->argc, rt->argv, next->opts, &next->args, err,
+			 err_len);
+	if (ret)
+		goto out;
+	ret = -EINVAL;
+	if (check_config(n, o, fs->backend_path, rt->mountpoint, mode, err,
+			 err_len) != 0)
+		goto out;
+	/* the quarantine fd stays: the action needs it as it was opened */
+	if (n->policy.on_infected == INFECTED_QUARANTINE &&
+	    fs->quarantine_fd < 0) {
+		snprintf(err, err_len,
+			 "on_infected=quarantine needs a remount "
+			 "(quarantine_dir was not open)");
+		goto out;
 	}
-	if (o->cache_entries != n->cache_entries ||
-	    o->cache_ttl != n->cache_ttl) {
+	if (optable_differs(o, n, RELOAD_POOL)) {
+		ret = poolcfg_new(n, 0, mode, &next->pool, err, err_len);
+		if (ret)
+			goto out;
+		next->owns_pool = true;
+	}
+	ret = -ENOMEM;
+	if (optable_differs(o, n, RELOAD_CACHE)) {
 		next->vcache =
 			vcache_new(n->cache_entries, n->cache_ttl, NULL, NULL);
 		if (!next->vcache) {
 			snprintf(err, err_len, "no memory for the new cache");
-			return -ENOMEM;
+			goto out;
 		}
 		next->owns_vcache = true;
-		if (o->cache_entries != n->cache_entries)
-			note(changes, len, "cache_entries",
-			     num(a, o->cache_entries),
-			     num(b, n->cache_entries));
-		if (o->cache_ttl != n->cache_ttl)
-			note(changes, len, "cache_ttl", num(a, o->cache_ttl),
-			     num(b, n->cache_ttl));
 	}
-	if (str_differs(o->infected_cmd, n->infected_cmd) ||
-	    o->infected_cmd_rate != n->infected_cmd_rate) {
+	if (optable_differs(o, n, RELOAD_HOOK)) {
 		next->detect = detect_new(n->infected_cmd, n->infected_cmd_rate,
 					  rt->mountpoint, &fs->stats);
 		if (!next->detect) {
 			snprintf(err, err_len, "no memory for the new hook");
-			return -ENOMEM;
+			goto out;
 		}
 		next->owns_detect = true;
-		note(changes, len, "infected_cmd",
-		     o->infected_cmd ? o->infected_cmd : "none",
-		     n->infected_cmd ? n->infected_cmd : "none");
 	}
-	return 0;
+	*out = next;
+	next = NULL;
+	ret = 0;
+out:
+	if (next)
+		generation_free(next);
+	return ret;
+}
+
+/*
+ * What a reload from o to n changes, as "key old->new, ..." in changes,
+ * and the names of what it leaves for a remount in remount; both from the
+ * option table. Returns whether anything differs.
+ */
+static bool reload_describe(const struct clamfs_opts *o,
+			    const struct clamfs_opts *n, char *changes,
+			    size_t len, char *remount, size_t remount_len)
+{
+	static const enum opt_reload applied[] = {RELOAD_POOL, RELOAD_CACHE,
+						  RELOAD_HOOK, RELOAD_LIVE};
+	bool quarantined = o->policy.on_infected == INFECTED_QUARANTINE;
+
+	changes[0] = remount[0] = '\0';
+	for (size_t i = 0; i < sizeof(applied) / sizeof(applied[0]); i++)
+		optable_describe(o, n, applied[i], changes, len);
+	optable_name_changes(o, n, RELOAD_REMOUNT, remount, remount_len);
+	/* quarantine_dir is opened at mount: starting to use it needs one */
+	if (quarantined != (n->policy.on_infected == INFECTED_QUARANTINE) &&
+	    !str_differs(o->quarantine_dir, n->quarantine_dir))
+		snprintf(remount + strlen(remount),
+			 remount_len - strlen(remount), "%squarantine_dir",
+			 remount[0] ? ", " : "");
+	return changes[0] || remount[0];
 }
 
 /*
@@ -870,88 +726,44 @@ static void publish(struct runtime *rt, struct generation *g,
 int runtime_reload(struct runtime *rt, const char *why, char *msg,
 		   size_t msg_len)
 {
-	struct clamfs_opts *o, *n = calloc(1, sizeof(*n));
-	struct generation *g, *next = generation_new();
-	struct clamfs_fs *fs = rt->fs;
-	char err[512] = "", changes[2048] = "", remount[512];
-	enum scan_mode mode = fs->scan_mode;
-	int ret = -EINVAL;
+	struct generation *g, *next = NULL;
+	char err[512] = "", changes[2048], remount[512];
+	enum scan_mode mode = rt->fs->scan_mode;
+	int ret;
 
 	pthread_mutex_lock(&rt->lock);
 	/* only a reload changes current, and it holds rt->lock */
 	g = rt->current;
-	o = g->opts;
-	if (!n || !next) {
-		free(n);
-		free(next);
-		next = NULL;
-		snprintf(msg, msg_len, "not reloading: no memory");
+	ret = reload_build(rt, g, &next, &mode, err, sizeof(err));
+	if (ret) {
+		snprintf(msg, msg_len,
+			 "configuration rejected, nothing changed: %s", err);
 		log_err("%s: %s", why, msg);
-		ret = -ENOMEM;
 		goto out;
 	}
-	next->opts = n;
-	next->owns_opts = true;
-	if (opts_parse(rt->argc, rt->argv, n, &next->args, err, sizeof(err))) {
-		/* opts_parse freed what it had filled */
-		next->owns_opts = false;
-		free(n);
-		ret = -EINVAL;
-		goto rejected;
-	}
-	if (check_config(n, o, fs->backend_path, rt->mountpoint, &mode, err,
-			 sizeof(err)) != 0) {
-		ret = -EINVAL;
-		goto rejected;
-	}
-	note_remount_only(o, n, remount, sizeof(remount));
-	/* the quarantine fd stays: the action needs it as it was opened */
-	if (n->policy.on_infected == INFECTED_QUARANTINE &&
-	    fs->quarantine_fd < 0) {
-		snprintf(err, sizeof(err),
-			 "on_infected=quarantine needs a remount "
-			 "(quarantine_dir "
-			 "was not open)");
-		ret = -EINVAL;
-		goto rejected;
-	}
-	ret = build_replacements(rt, next, o, mode, changes, sizeof(changes),
-				 err, sizeof(err));
-	if (ret)
-		goto rejected;
-	note_policy_changes(o, n, changes, sizeof(changes));
-	if (!changes[0] && !remount[0] && !next->pool && !next->vcache &&
-	    !next->detect) {
+	if (!reload_describe(g->opts, next->opts, changes, sizeof(changes),
+			     remount, sizeof(remount))) {
 		/* a reload that changes nothing keeps what is in place */
+		generation_free(next);
 		snprintf(msg, msg_len,
 			 "configuration reloaded (nothing changed)");
 		log_info("%s: %s", why, msg);
 		goto out;
 	}
-
 	publish(rt, g, next, mode);
-	next = NULL;
 	snprintf(msg, msg_len, "configuration reloaded%s%s",
 		 changes[0] ? ": " : "",
 		 changes[0] ? changes : " (nothing changed)");
 	/* said before a lower level could hide it */
 	log_info("%s: %s", why, msg);
-	log_set_level((enum log_level)n->log_level);
+	log_set_level(next->opts->log_level);
 	if (remount[0]) {
 		log_warn("%s: changed but needs a remount, not applied: %s",
 			 why, remount);
 		snprintf(msg + strlen(msg), msg_len - strlen(msg),
 			 "\nneeds a remount, not applied: %s", remount);
 	}
-	ret = 0;
-	goto out;
-rejected:
-	snprintf(msg, msg_len, "configuration rejected, nothing changed: %s",
-		 err);
-	log_err("%s: %s", why, msg);
 out:
-	if (next)
-		generation_free(next);
 	pthread_mutex_unlock(&rt->lock);
 	return ret;
 }

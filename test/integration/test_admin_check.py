@@ -153,3 +153,29 @@ def test_check_alert_exceeds_max_silences_skip_warning(admin, clamd_factory):
     r = check("-o", f"clamd={c.socket},max_scan_size=100M")
     assert r.returncode == 0, r
     assert not any("MaxFileSize" in l for l in limits_lines(r)), r.stdout
+
+
+def test_check_and_mount_judge_clamd_alike(admin, clamd):
+    """--check and the mount take clamd's address by one rule: the
+    documented unix:/abs/path form works for both; a relative socket path,
+    which would change meaning once the daemon runs from "/", fails both,
+    even from the directory where it would resolve."""
+    from scanutil import put, try_read
+    sock_dir, sock = os.path.split(clamd.socket)
+    r = check("-o", f"clamd=unix:{clamd.socket}")
+    assert r.returncode == 0, r
+    base, b, mnt = admin.dirs_bm()
+    put(os.path.join(b, "f"), b"clean\n")
+    m = admin.start(["-f", b, mnt, "-o", f"clamd=unix:{clamd.socket}"],
+                    mnt, b)
+    assert try_read(m.m("f")) == ("ok", b"clean\n")
+
+    r = subprocess.run([clamfs_bin(), "--check", "-o", f"clamd={sock}"],
+                       capture_output=True, text=True, cwd=sock_dir,
+                       stdin=subprocess.DEVNULL, timeout=30 * SLOW)
+    assert r.returncode == 2, r
+    assert "want an absolute socket path" in r.stdout, r
+    _, b2, mnt2 = admin.dirs_bm()
+    r = run_fail(["-f", b2, mnt2, "-o", f"clamd={sock}"], mnt2)
+    assert r.returncode == 2, r
+    assert "want an absolute socket path" in r.stderr, r

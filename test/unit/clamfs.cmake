@@ -11,3 +11,11 @@ set_tests_properties(test_creds PROPERTIES SKIP_RETURN_CODE 77)
 # the Prometheus table and renderer against what stats.c emits
 clamfs_unit_test(test_prom)
 target_link_libraries(test_prom PRIVATE clamfs_core)
+# the option table against the man pages and the sample INI, and the
+# clamd address rules the daemon and --check share
+foreach(t test_optable test_poolcfg)
+	clamfs_unit_test(${t})
+	target_link_libraries(${t} PRIVATE clamfs_core)
+endforeach()
+target_compile_definitions(test_optable PRIVATE
+	CLAMFS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
