@@ -16,6 +16,8 @@ import argparse
 import json
 import os
 import shutil
+import string
+import re
 import statistics
 import subprocess
 import tempfile
@@ -26,6 +28,57 @@ from figures import (ALL_CONTENDERS, BONNIE_FIELDS, CLAMFS12_XML,
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
 TEMPLATE = os.path.join(HERE, "page.md.in")
+
+
+def load_prose(path=TEMPLATE):
+    """{block: text} of the template: a line '@@ NAME' starts a block,
+    which runs to the next; '@@#' lines are comments. Paragraphs are
+    separated by blank lines; ${name} is filled in by the renderer ($$ is
+    a dollar sign)."""
+    blocks, name = {}, None
+    with open(path) as f:
+        for line in f.read().split("\n"):
+            if line.startswith("@@#"):
+                continue
+            if line.startswith("@@ "):
+                name = line[3:].strip()
+                blocks[name] = []
+            elif name is not None:
+                blocks[name].append(line)
+    return {k: "\n".join(v).strip("\n") for k, v in blocks.items()}
+
+
+PROSE = load_prose()
+
+
+def prose(name, **kw):
+    """The template's block `name` filled in, as page lines: one line per
+    paragraph, each followed by a blank line."""
+    text = string.Template(PROSE[name]).substitute(kw)
+    out = []
+    for para in text.split("\n\n"):
+        out += [para, ""]
+    return out
+
+
+# A results file records the measuring machine's paths (its checkout, the
+# work directory, the private clamd's socket); the page names them instead.
+_DEPATH = [
+    (re.compile(r"(?<![\w/])/\S*?/(build-bench/)"), r"\1"),
+    (re.compile(r"/tmp/cfs\w+/clamd\.sock"), "CLAMD_SOCKET"),
+    (re.compile(r"/\S*?/clamfs-page\.\w+/"), "WORK/"),
+]
+
+
+def depath_cmd(cmd):
+    for rx, to in _DEPATH:
+        cmd = rx.sub(to, cmd)
+    return cmd
+
+
+def depath_backend(desc):
+    """'ext4 /dev/vda[/var/tmp/x]' (findmnt's source) -> 'ext4'."""
+    return desc.split(" ", 1)[0]
 
 
 def run(argv, **kw):
@@ -342,89 +395,6 @@ def lane_short(env):
 MET = {True: "yes", False: "**missed**", None: "n/a"}
 
 
-WHY = {
-    "nopt": {
-        "write": (
-            "FUSE protocol 7.31 (libfuse 3.14) and no writeback cache, by "
-            "design: every write() is a synchronous FUSE_WRITE round trip "
-            "to the daemon, and before each write the kernel asks for "
-            "`security.capability` (GETXATTR; 7.31 has no "
-            "HANDLE_KILLPRIV_V2). passthrough_ll pays the write round trips "
-            "too; it is cheaper per write only because it answers GETXATTR "
-            "with ENOSYS."),
-        "read": (
-            "A FUSE read is a 128 KiB request per round trip; the mount's "
-            "page cache is separate from the backend's, so a first read "
-            "through the mount copies every page once more."),
-        "pgcache": (
-            "Reading cached pages of a FUSE inode against ext4's, plus the "
-            "OPEN/FLUSH/RELEASE round trips."),
-        "hot": (
-            "HOT is a read from disk through FUSE in 128 KiB requests "
-            "against ext4's own readahead."),
-        "fallocate": (
-            "One FALLOCATE round trip: milliseconds against a "
-            "sub-millisecond native call, noise at this scale (the "
-            "previous page's 0.66x was the same noise the other way)."),
-        "cold": (
-            "COLD is the scan (clamd reads the file from disk) plus a read "
-            "of the then cached file through FUSE. The scans themselves "
-            "took 1.4-1.7 s in this run against 0.63-0.79 s on the page of "
-            "2026-11-30 (a shared 2-core machine; other engineers' test "
-            "runs were active), with a wide spread (see min-max in section "
-            "3); the Debian 13 lane, with and without passthrough, shows "
-            "the same excess, so it is not passthrough's doing."),
-        "mmap": (
-            "Without passthrough the mount's dirty pages are written back "
-            "to the daemon as FUSE WRITE requests. passthrough_hp, which "
-            "does no scanning, is at the same figure: this is the FUSE "
-            "floor on libfuse 3.14, not clamfs's own work. The 1.11x of "
-            "the previous page rested on a slow native run (3.6 s for "
-            "1 GiB there; here native took about 0.9 s for 512 MiB)."),
-    },
-    "pt": {
-        "smb_put": (
-            "The raw share itself spread from 324 to 570 MB/s over the "
-            "three runs (2026-12-01), and the per-run ratios were 1.02x, "
-            "0.63x and 0.88x: the median sits on one slow native-side "
-            "outlier. With passthrough and HANDLE_KILLPRIV_V2 smbd's "
-            "write()s go to the backend in the kernel with no round trip "
-            "(daemon_writes = 0 in the counters below; bonnie++'s block "
-            "write is at 0.95x in the same run). An earlier full run of "
-            "this lane measured 0.96x. Both are in the raw results."),
-        "fallocate": (
-            "One FALLOCATE round trip: milliseconds against a "
-            "sub-millisecond native call, noise at this scale."),
-        "pgcache": (
-            "passthrough_hp, which does nothing per open but the FUSE round "
-            "trips, is at the same figure: with the data read from the "
-            "page cache in passthrough, what is left is the LOOKUP/OPEN/"
-            "RELEASE round trips of each `cat` (about 1 ms on 16 ms)."),
-        "cold": (
-            "COLD is the scan (clamd reads the file from disk) plus a "
-            "read of the then cached file; clamfs-pt-off is at the same "
-            "figure, so passthrough is not the cause. The bare scans took "
-            "about 1.25 s here (0.63-0.79 s on the page of 2026-11-30) on "
-            "a shared 2-core machine (other engineers' test runs were "
-            "active during this run) and clamfs's COLD spread is large "
-            "(see min-max in section 3); that page found 1.02x."),
-        "write": (
-            "With passthrough the data no longer goes through the daemon "
-            "(daemon_writes = 0 for clamfs in the counters below), yet "
-            "every write() still costs the kernel's FUSE work around it: "
-            "before each write the kernel asks the daemon for "
-            "`security.capability` (a GETXATTR round trip; measured on this "
-            "machine class, see the platform notes), which clamfs, serving "
-            "the backend's extended attributes, must answer. "
-            "passthrough_hp, which serves xattrs and does no scanning at "
-            "all, is no faster: this is the floor of FUSE passthrough "
-            "writes with libfuse 3.17 on this kernel, not clamfs's own "
-            "work. Answering GETXATTR with ENOSYS would stop the round "
-            "trips but turn off every xattr and ACL on the mount. Why 1 MiB "
-            "writes cost this much more than one round trip each was not "
-            "investigated further."),
-    },
-}
 
 
 def floor_text(J, key):
@@ -441,60 +411,23 @@ def floor_text(J, key):
 
 def why_for(env, key):
     kind = "pt" if env.get("passthrough_lib") else "nopt"
-    w = WHY[kind]
-    if key in w:
-        return w[key]
-    if key in ("put_block", "write4k", "write1m", "mmap"):
-        return w.get("write", "")
-    if key in ("get_block",):
-        return w.get("read", "")
+    for k in (key, "write" if key in ("put_block", "write4k", "write1m",
+                                      "mmap") else
+              "read" if key == "get_block" else None):
+        if k and "why %s %s" % (kind, k) in PROSE:
+            return PROSE["why %s %s" % (kind, k)]
     return ""
 
 
-DESC = {
-    "native": "the backend directory itself",
-    "clamfs": "this project, defaults: verdict cache on (cache_ttl=3600), "
-              "passthrough=auto (kernel passthrough where libfuse >= 3.17 "
-              "and the kernel offer it), max_scan_size=0 (scan everything)",
-    "clamfs-pt-off": "clamfs with passthrough=off: every read and write "
-                     "through the daemon",
-    "clamfs-nocache": "clamfs with cache_ttl=0: every open is scanned",
-    "clamfs-1.2": "the original ClamFS (Debian package clamfs: 1.2 in "
-                  "Debian 12, 1.3 in Debian 13), ScanCache on (65536 "
-                  "entries, 3 h), fdpass, maximal-size 2 GB",
-    "clamfs-1.2-nocache": "the original ClamFS without `<cache>`: "
-                          "ScanCache disabled",
-    "passthrough_ll": "libfuse's low-level passthrough example (C, from "
-                      "libfuse3-dev's examples): the FUSE overhead floor, "
-                      "no scanning, no xattrs (GETXATTR answers ENOSYS), "
-                      "no kernel passthrough",
-    "passthrough_hp": "libfuse's high-performance passthrough example (C++, "
-                      "from the fuse3 source package, fetched with apt-get "
-                      "source at run time), default options: kernel "
-                      "passthrough on where libfuse and the kernel offer it, "
-                      "xattrs served, no scanning",
-}
 
 
 def render(lanes, img_rel):
     L = ["# clamfs benchmarks", ""]
-    L += ["Generated by `bench/run` (bench/page/run) on %d lane%s of one "
-          "machine. Within a lane every figure is measured in the same run, "
-          "contenders interleaved (A B C A B C ...), as the **median of the "
-          "runs** with [min-max] in brackets and, in bold, the slowdown "
-          "against `native` in that run (contender time / native time, or "
-          "native rate / contender rate: 1.00x = as fast as native, 2.00x = "
-          "half the speed; for SMB, the ratio of rates, higher is better)."
-          % (len(lanes), "s" if len(lanes) > 1 else ""), "",
-          "The machine is shared and noisy (other work runs on it at times), "
-          "so only the ratios within one run mean anything; absolute seconds "
-          "will differ on your hardware. Figures of different lanes come "
-          "from different runs.", "",
-          "The raw results (every run's figure, the versions, the exact "
-          "commands, and each run's log) are the files named under Lanes; "
-          "this page is rendered from them with `bench/run %s`." % " ".join(
-              "--from-json %s" % x for J in lanes
-              for x in J.get("sources", []) if x.endswith(".json")), ""]
+    L += prose("intro", nlanes=len(lanes),
+               lanes_s="s" if len(lanes) > 1 else "",
+               from_json=" ".join("--from-json %s" % x for J in lanes
+                                  for x in J.get("sources", [])
+                                  if x.endswith(".json")))
     L += ["## Lanes", "",
           "| lane | system | libfuse | kernel | kernel FUSE passthrough | "
           "measured | runs | raw results |",
@@ -522,10 +455,9 @@ def render(lanes, img_rel):
                          "`%s`" % x if x.startswith("bench/") else x
                          for x in src)))
     J0 = lanes[0]["env"]
-    L += ["", "- CPU: %s, %d cores; RAM %.1f GiB; backend filesystem: %s "
-          "(the work directory under /var/tmp; for the Debian 13 lane "
-          "inside its tree, on the same disk)" % (
-              J0["cpu"], J0["ncpu"], J0["mem"] / GiB, J0["backend"])]
+    L += [""] + prose("machine", cpu=J0["cpu"], ncpu=J0["ncpu"],
+                      mem="%.1f" % (J0["mem"] / GiB),
+                      backend=depath_backend(J0["backend"]))[:-1]
     for J in lanes:
         env, R = J["env"], J["R"]
         v = R.get("versions", {})
@@ -550,21 +482,12 @@ def render(lanes, img_rel):
             for n in ("clamfs-pt-off", "passthrough_hp"):
                 if n in J["names"]:
                     head.append("%s %s" % (ls, n))
-    L += ["## Targets", "",
-          "Slowdown of clamfs against native in the same run (COLD: against "
-          "a bare clamd scan of the same file; SMB: rate through the share "
-          "against the raw backend share, higher is better). On a lane "
-          "where clamfs has kernel passthrough the goals are the targets "
-          "set for it; on the Debian 12 lane (no passthrough) the goal is "
-          "to be no worse than the page committed before passthrough "
-          "(2026-11-30, Debian 12, 3 runs, `bonnie++ -s 2g` and 1 GiB "
-          "allocation files; this page: %s; ratios are compared). Other "
-          "contenders of the passthrough lane for comparison." % "; ".join(
-              "%s `bonnie++ -s %s`, %d MiB allocation files, %d runs" % (
-                  lane_short(J["env"]), J["args"].bonnie_size,
-                  J["args"].falloc_size // MiB, J["args"].runs)
-              for J in lanes), "",
-          "| " + " | ".join(head) + " |",
+    L += ["## Targets", ""]
+    L += prose("targets", this_page="; ".join(
+        "%s `bonnie++ -s %s`, %d MiB allocation files, %d runs" % (
+            lane_short(J["env"]), J["args"].bonnie_size,
+            J["args"].falloc_size // MiB, J["args"].runs) for J in lanes))
+    L += ["| " + " | ".join(head) + " |",
           "| " + " | ".join("---" for _ in head) + " |"]
     for i, (key, fig, _, _) in enumerate(TARGETS):
         row = [evs[0][1][i][1]]
@@ -592,14 +515,9 @@ def render(lanes, img_rel):
     L += ["## Contenders", "", "| " + " | ".join(head) + " |",
           "| " + " | ".join("---" for _ in head) + " |"]
     for n in ALL_CONTENDERS:
-        L.append("| %s | %s | %s |" % (n, DESC.get(n, ""), " | ".join(
+        L.append("| %s | %s | %s |" % (n, PROSE.get("desc " + n, ""), " | ".join(
             J["verify"].get(n, "-") for J in lanes)))
-    L += ["", "Before measuring, each contender mounts a directory holding "
-          "the EICAR test file (written at run time) and a clean file; a "
-          "scanning contender that serves EICAR or fails to mount is left "
-          "out and said so above. clamfs-nocache and the original ClamFS "
-          "without cache run only in the ScanCache benchmark; SMB compares "
-          "the raw backend with clamfs (and clamfs-pt-off).", ""]
+    L += [""] + prose("contenders")
     for J in lanes:
         L += ["## %s lane: %s" % (lane_short(J["env"]), lane_title(J["env"])),
               ""]
@@ -611,10 +529,9 @@ def render(lanes, img_rel):
                  "run by it" % (" --quick" if J["args"].quick else "",
                                 J["args"].runs))
         for what, c in J["cmds"]:
-            L.append("%-16s %s" % (what + ":", c))
+            L.append("%-16s %s" % (what + ":", depath_cmd(c)))
         L += ["```", ""]
-    L += ["Configuration of the original ClamFS (per mount; `<cache>` "
-          "removed for clamfs-1.2-nocache):", "", "```xml",
+    L += prose("clamfs12") + ["```xml",
           (CLAMFS12_XML % {"socket": "CLAMD_SOCKET", "root": "BACKEND",
                            "mnt": "MOUNTPOINT",
                            "cache": '<cache entries="65536" '
@@ -637,16 +554,7 @@ def sections(J, img_rel):
     if "scancache" in R:
         sc = R["scancache"]
         nat = {k: med(sc["native"][k]) for k in ("first", "second", "loop10")}
-        L += ["### %s: 1. ScanCache" % lane, "",
-              "The original ClamFS benchmark: 18 files of random data (1, 2, "
-              "..., 10, 16, 32, 64, 128, 256, 512 kB, 1, 2 MB; 4.1 MB in all). "
-              "Pass 1 on a fresh mount (empty verdict cache), pass 2, then 10 "
-              "passes timed as a whole; each pass is `dd if=FILE "
-              "of=/dev/null` over all files (one dd process per file, dd's default 512-byte "
-              "blocks). The "
-              "backend files are in the page cache. The original page found "
-              "5.27 s with its cache against 25.26 s without on 2007 "
-              "hardware.", ""]
+        L += ["### %s: 1. ScanCache" % lane, ""] + prose("scancache")
         rows = []
         for n in names:
             if n in sc:
@@ -658,19 +566,9 @@ def sections(J, img_rel):
         L += img("scancache", "ScanCache passes")
     if "bonnie" in R:
         b = R["bonnie"]
-        L += ["### %s: 2. bonnie++" % lane, "",
-              "`bonnie++ -s %s -r %s -n %d -f -u root -q`: %s of data files "
-              "(RAM declared as %s MiB; the machine has %.0f GiB, so the "
-              "data-file tests run largely against the page cache: what is "
-              "compared is the path through each filesystem, not the disk), "
-              "%d x 1024 empty files for the create/stat/delete tests; `-f` "
-              "skips the per-character tests. Rates in KiB/s (block tests) "
-              "and files/s or seeks/s; `+++++` (bonnie++ could not time a "
-              "test that finished in under 0.5 s) is shown as fast; where native "
-              "was that fast, the slowdown shown is a lower bound (>=), "
-              "taking native's rate as the count divided by 0.5 s." % (
-                  a.bonnie_size, a.bonnie_ram, a.bonnie_n, a.bonnie_size,
-                  a.bonnie_ram, env["mem"] / GiB, a.bonnie_n), ""]
+        L += ["### %s: 2. bonnie++" % lane, ""] + prose(
+            "bonnie", size=a.bonnie_size, ram=a.bonnie_ram, n=a.bonnie_n,
+            mem="%.0f" % (env["mem"] / GiB))
         rows = []
         for k, _, lab in BONNIE_FIELDS:
             nat = [v for v in b["native"][k] if v]
@@ -699,39 +597,20 @@ def sections(J, img_rel):
             rows.append(row)
         L += table(["test"] + [n for n in names if n in b], rows)
         if R.get("bonnie_clamfs_opts"):
-            L += ["", "In this benchmark the clamfs contenders ran with `-o %s` "
-                  "added: bonnie++'s seek test has 3-4 processes open its "
-                  "1 GiB file for writing while it is open for writing; "
-                  "each such open is scanned, and those concurrent scans "
-                  "outlasted the default 60 s scan_timeout on this machine "
-                  "(clamd logged them OK later), so clamfs refused the "
-                  "opens, the seekers died and bonnie++ hung (it waits "
-                  "for them forever). The block tests run before the seek "
-                  "test; the seek figure of clamfs includes that wait." %
-                  ",".join(R["bonnie_clamfs_opts"])]
+            L += [""] + prose("bonnie_opts", opts=",".join(
+                R["bonnie_clamfs_opts"]))[:-1]
         failed = ["%s (run %s)" % (n, ", ".join(str(x) for x in b[n]["failed"]))
                   for n in names if n in b and b[n].get("failed")]
         if failed:
-            L += ["", "**bonnie++ failed, or hung and was killed, in: %s**; "
-                  "those runs count as not timed. In each, the seek test's "
-                  "opens of the 1 GiB file were refused by clamfs after "
-                  "its 60 s scan_timeout (clamd answered OK later), the "
-                  "seekers died and bonnie++ waited for them forever; see "
-                  "the raw results' log." % "; ".join(failed)]
+            L += [""] + prose("bonnie_failed",
+                              failed="; ".join(failed))[:-1]
         L += img("bonnie", "bonnie++ slowdown against native")
     if "coldhot" in R:
         ch = R["coldhot"]
         nat = {k: med(ch["native"][k]) for k in ("cold", "hot", "pgcache")}
         bare = ch["bare scan"]["cold"]
         L += ["### %s: 3. Cold, hot and page-cache reads of a %d MB file" % (
-            lane, a.big // 1000000), "",
-            "`cat FILE > /dev/null`, timed. COLD: fresh mount (empty "
-            "verdict cache) and `echo 3 > /proc/sys/vm/drop_caches`; HOT: "
-            "verdict cached, page cache dropped again; PGCACHE: read again, "
-            "nothing dropped. For native, COLD and HOT are the same "
-            "operation. The bare scan is `clamfs-scan --mode fdpass FILE` "
-            "(one FILDES request to the same clamd) after dropping the page "
-            "cache: the floor for COLD.", ""]
+            lane, a.big // 1000000), ""] + prose("coldhot")
         rows = []
         for n in names:
             if n in ch:
@@ -747,14 +626,9 @@ def sections(J, img_rel):
         L += img("coldhot", "cold, hot and page-cache reads")
     if "falloc" in R:
         fa = R["falloc"]
-        L += ["### %s: 4. File allocation" % lane, "",
-              "`bench/page/falloc.c` creates a %d MiB file by "
-              "posix_fallocate, by writing every byte through one MAP_SHARED "
-              "mapping (ftruncate, memset, munmap), and by write() of 4 KiB, "
-              "8 KiB and 1 MiB; timed from open() to the return of close(), "
-              "no fsync (with %.0f GiB of RAM the data stays in the page "
-              "cache; the file is deleted before the next test)." % (
-                  a.falloc_size // MiB, env["mem"] / GiB), ""]
+        L += ["### %s: 4. File allocation" % lane, ""] + prose(
+            "falloc", mib=a.falloc_size // MiB,
+            mem="%.0f" % (env["mem"] / GiB))
         rows = []
         for k, lab in FALLOC_MODES:
             if k not in fa["native"]:
@@ -770,9 +644,7 @@ def sections(J, img_rel):
         natm = med(sm["native"]["time"])
         L += ["### %s: 5. Scanning under concurrency" % lane, "",
               "#### %d distinct 4 KiB files opened cold by 8 parallel readers"
-              % a.small, "",
-              "Fresh mount (empty verdict cache), files in the backend's page "
-              "cache; 8 threads each open and read 1/8 of the files.", ""]
+              % a.small, ""] + prose("small")
         rows = []
         for n in names:
             if n in sm:
@@ -785,11 +657,7 @@ def sections(J, img_rel):
     if "oneflight" in R:
         of = R["oneflight"]
         L += ["", "#### 50 processes opening one unscanned 10 MB file at once",
-              "",
-              "50 forked processes wait on a pipe, are released together, "
-              "and each opens the file and reads a byte; new random content "
-              "and a fresh mount in every run. Scans counted from clamd's "
-              "log (LogClean).", ""]
+              ""] + prose("oneflight")
         rows = []
         for n in names:
             if n in of:
@@ -801,19 +669,9 @@ def sections(J, img_rel):
         L.append("")
     if "smb" in R:
         sm = R["smb"]
-        L += ["### %s: 6. SMB through a private smbd" % lane, "",
-              "A private smbd (Samba %s; its own smb.conf, directories and "
-              "passdb in the work directory; port chosen at run time on "
-              "127.0.0.1) shares the raw backend directory (`native`) and "
-              "the clamfs mount(s) of it; `smbclient` downloads a %d MiB "
-              "file (`get FILE /dev/null`, after one untimed warm-up "
-              "download through every share, so the verdict is cached and "
-              "the backend in the page cache) and uploads one (`put`, from "
-              "a page-cached local file; removed after the run). Rates as "
-              "smbclient reports them, in MB/s (10^6 bytes); ratio = "
-              "through the share / raw backend share, higher is better; a "
-              "fresh mount and a fresh smbd in every run." % (
-                  env["pkgs"].get("samba", "?"), R["smb_size"] // MiB), ""]
+        L += ["### %s: 6. SMB through a private smbd" % lane, ""] + prose(
+            "smb", samba=env["pkgs"].get("samba", "?"),
+            mib=R["smb_size"] // MiB)
         nat_get, nat_put = med(sm["native"]["get"]), med(sm["native"]["put"])
         rows = []
         for n in names:
@@ -827,11 +685,7 @@ def sections(J, img_rel):
         L.append("")
     st = R.get("stats") or {}
     if st:
-        L += ["### %s: clamfs counters" % lane, "",
-              "`trusted.clamfs.stats` of each clamfs mount read just before "
-              "it was unmounted, summed over the runs of each benchmark: "
-              "reads and writes the daemon served itself, opens handed to "
-              "kernel passthrough.", ""]
+        L += ["### %s: clamfs counters" % lane, ""] + prose("counters")
         rows = []
         for sect, per in st.items():
             if sect in ("verify", "build"):

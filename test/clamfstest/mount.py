@@ -148,6 +148,15 @@ class Mount:
         return problems
 
 
+    def close(self, check=True):
+        """Teardown for a program that is not a test (bench/, the demo):
+        raises RuntimeError with the problems instead of returning them."""
+        problems = self.teardown(check)
+        if problems:
+            raise RuntimeError(f"{self.argv[0]} on {self.mnt}:\n" +
+                               "\n".join(problems))
+
+
 def make_tree_dir(prefix="clamfs-t"):
     """A temp dir every test user can traverse (pytest's tmp_path is 0700)."""
     d = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
