@@ -18,7 +18,9 @@ from .procs import pid_alive, pids_of, threads
 
 
 class Mount:
-    """One running clamfs. .backend .mnt .proc (foreground) .pid"""
+    """One running FUSE daemon (clamfs, or a program compared with it):
+    .backend .mnt .argv .workdir (its stdout/stderr and sanitizer logs)
+    .proc (when it is our child) .pid"""
 
     def __init__(self, backend, mnt, argv, workdir, foreground):
         self.backend = backend
