@@ -137,7 +137,7 @@ def judge(run):
                                                  verdicts),
         }
     stats_ok = bool(stats) and all(a >= b for a, b in stat_checks.values()) \
-        and str(stats.get("clamd_up")) == "1"
+        and stats.get("clamd_up") == "1"
 
     inv = {}
 
