@@ -6,7 +6,7 @@ configuration files, signals and log lines.
 
 - `admin` fixture: a factory of temporary directories and of clamfs runs
   from a full argv, in the foreground (start) or daemonized (start_bg);
-  every mount is torn down and checked like mount_fixture's (exit status
+  every mount is torn down and checked like mount_clamfs's (exit status
   0, no sanitizer report, nothing left).
 - ini(): a configuration file from sections.
 - run_fail(): a clamfs that must refuse to start.
@@ -25,16 +25,15 @@ import time
 
 import pytest
 
-from fsutil import SLOW
-from mount_fixture import (Mount, clamfs_bin, fuse_mounts_at, make_tree_dir,
-                           sanitizer_env)
+from clamfstest.env import SLOW, clamfs_bin
+from clamfstest.env import sanitizer_env as asan_env
+from clamfstest.mount import Mount, launch, make_tree_dir, wait_mounted
+from clamfstest.mountinfo import mounted
+from clamfstest.procs import pids_of
+from clamfstest.wait import wait_for
 
 __all__ = ["admin", "Admin", "ini", "run_fail", "clamfs_pids",
            "NotifyListener", "wait_log", "mounted", "asan_env"]
-
-
-def mounted(path):
-    return bool(fuse_mounts_at(path))
 
 
 def ini(path, sections, raw_tail=""):
@@ -57,36 +56,16 @@ def ini(path, sections, raw_tail=""):
 def clamfs_pids(token):
     """Pids of live clamfs processes with `token` among their arguments (or
     inside an -o list)."""
-    real = os.path.realpath(clamfs_bin())
-    tok = os.fsencode(token)
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            exe = os.readlink(f"/proc/{d}/exe").replace(" (deleted)", "")
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{d}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if exe != real or state == "Z":
-            continue
-        if any(tok == a or tok in a for a in argv[1:]):
-            out.append(int(d))
-    return out
+    return pids_of(clamfs_bin(), token, exact=False)
 
 
 def wait_log(m, text, timeout=5, count=1):
     """Waits until the daemon's stderr holds `text` `count` times; returns
     the matching lines."""
-    end = time.monotonic() + timeout * SLOW
-    while True:
-        lines = [l for l in m.stderr_text().splitlines() if text in l]
-        if len(lines) >= count or time.monotonic() > end:
-            return lines
-        time.sleep(0.02)
+    def matching():
+        return [l for l in m.stderr_text().splitlines() if text in l]
+    wait_for(lambda: len(matching()) >= count, timeout, 0.02)
+    return matching()
 
 
 def run_fail(argv, mnt=None, timeout=20, env=None):
@@ -133,18 +112,11 @@ class Admin:
     def start(self, args, mnt, backend=None, env_extra=None, wait=True,
               timeout=10):
         """Runs `clamfs ARGS` in the foreground (args must hold -f) and
-        waits for the mount at mnt. Returns a mount_fixture.Mount."""
-        argv = [clamfs_bin()] + list(args)
-        workdir = self.tempdir("clamfs-w")
-        m = Mount(backend, mnt, argv, workdir, True)
+        waits for the mount at mnt. Returns a clamfstest.mount.Mount."""
         env = dict(os.environ)
         env.update(env_extra or {})
-        with open(m.stderr_path, "wb") as errf, \
-                open(m.stdout_path, "wb") as outf:
-            m.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                      stdout=outf, stderr=errf, env=env)
-        m.pid = m.proc.pid
-        m.t_launch = time.monotonic()
+        m = launch([clamfs_bin()] + list(args), backend, mnt,
+                   self.tempdir("clamfs-w"), timeout, wait=False, env=env)
         self.mounts.append(m)
         if wait:
             self.wait_mounted(m, timeout)
@@ -157,7 +129,7 @@ class Admin:
         argv = [clamfs_bin()] + list(args)
         workdir = self.tempdir("clamfs-w")
         m = Mount(backend, mnt, argv, workdir, False)
-        env = sanitizer_env(m)
+        env = asan_env(m.san_prefix)
         r = subprocess.run(argv, stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, env=env, cwd=cwd,
                            timeout=timeout * SLOW)
@@ -170,18 +142,7 @@ class Admin:
         return m
 
     def wait_mounted(self, m, timeout=10):
-        deadline = time.monotonic() + timeout * SLOW
-        while time.monotonic() < deadline:
-            if mounted(m.mnt):
-                m.t_mounted = time.monotonic()
-                return m
-            if m.proc.poll() is not None:
-                raise AssertionError(
-                    f"{' '.join(m.argv)} exited {m.proc.returncode} before "
-                    f"mounting:\n{m.stderr_text()}")
-            time.sleep(0.01)
-        raise AssertionError(f"{' '.join(m.argv)}: not mounted after "
-                             f"{timeout * SLOW}s:\n{m.stderr_text()}")
+        return wait_mounted(m, timeout)
 
     def finish(self):
         problems = []
@@ -268,14 +229,3 @@ class NotifyListener:
 
     def __exit__(self, *a):
         self.close()
-
-
-def asan_env(prefix):
-    """The environment with sanitizer log files under prefix (a daemonized
-    clamfs has no stderr left to report on)."""
-    env = dict(os.environ)
-    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
-        cur = env.get(var, "")
-        env[var] = (cur + ":" if cur else "") + f"log_path={prefix}"
-    return env
-

@@ -7,12 +7,8 @@ import subprocess
 
 import pytest
 
-from mount_fixture import built_binary
+from clamfstest.env import built_binary, sanitizer_lines
 
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:",
-                     "LeakSanitizer", "ERROR: UndefinedBehaviorSanitizer")
-SANITIZE = os.environ.get("CLAMFS_SANITIZE", "0").lower() in ("1", "on",
-                                                               "true")
 
 
 def scan_bin():
@@ -27,8 +23,7 @@ def stress_bin():
 
 
 def _check(p):
-    bad = [l for l in p.stderr.splitlines()
-           if any(m in l for m in SANITIZER_MARKERS)]
+    bad = sanitizer_lines(p.stderr)
     assert not bad, "sanitizer report:\n" + p.stderr
 
 

@@ -6,19 +6,15 @@
 # utimensat with UTIME_NOW/UTIME_OMIT, raw xattr size queries).
 import ctypes
 import ctypes.util
-import errno
 import hashlib
 import json
 import os
 import stat
 import subprocess
-import sys
 import textwrap
 
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-SANITIZE = os.environ.get("CLAMFS_SANITIZE", "") in ("1", "ON", "on", "true", "TRUE")
-# Timeouts scale under ASan+UBSan: everything in the daemon is 2-3x slower.
-SLOW = 3.0 if SANITIZE else 1.0
+from clamfstest.env import PYTHON, SLOW
+from clamfstest.errnames import errname
 
 # Two unprivileged users with their own primary groups and one shared
 # supplementary group. No passwd entries needed.
@@ -28,10 +24,6 @@ GID_SHARED = 60010
 GID_OTHER = 60020  # a group neither user is in
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
-def errname(e):
-    return errno.errorcode.get(e, str(e))
 
 
 def outcome(fn, *args, **kwargs):

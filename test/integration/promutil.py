@@ -14,10 +14,8 @@ import subprocess
 
 import pytest
 
-from fsutil import SLOW
-from mount_fixture import clamfs_bin
+from clamfstest.env import SLOW, SRC, clamfs_bin
 
-SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROMTOOL = os.path.join(SRC, "scripts", "promtool")
 
 NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")

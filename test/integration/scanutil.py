@@ -11,15 +11,17 @@
   ensure_marker_signature(clamd) has added an .ndb line for it.
 The EICAR string is never written here: it comes from the clamd fixture.
 """
-import errno
 import os
 import re
 import subprocess
 import threading
 import time
 
+from clamfstest.env import PYTHON, SLOW
+from clamfstest.errnames import errname
+from clamfstest.stats import read_stats as stats  # noqa: F401 (for tests)
+from clamfstest.wait import wait_for
 from fakeclamd import FakeClamd
-from fsutil import PYTHON, SLOW
 
 # Detected anywhere in a file (an .ndb body signature) once added; harmless
 # bytes otherwise.
@@ -65,10 +67,6 @@ def put(path, data, mode=0o644):
     os.chmod(path, mode)
 
 
-def errname(e):
-    return errno.errorcode.get(e, str(e))
-
-
 def try_read(path):
     """('ok', bytes) or ('err', 'EACCES')."""
     try:
@@ -88,35 +86,9 @@ def try_open(path, flags, mode=0o644):
     return ("ok", None)
 
 
-def stats(mnt):
-    """The mount's counters as {name: int}."""
-    raw = os.getxattr(mnt, "trusted.clamfs.stats")
-    out = {}
-    for line in raw.decode().splitlines():
-        if "=" not in line:
-            continue
-        k, v = line.split("=", 1)
-        try:
-            out[k.strip()] = int(v.strip())
-        except ValueError:
-            out[k.strip()] = v.strip()
-    return out
-
-
 def delta(before, after, *names):
     """{name: after - before}; a counter the daemon lacks is a KeyError."""
     return {n: after[n] - before[n] for n in names}
-
-
-def wait_for(pred, timeout, interval=0.05):
-    """Polls pred() until true or timeout (scaled for sanitizer builds);
-    returns the last value."""
-    end = time.monotonic() + timeout * SLOW
-    while True:
-        v = pred()
-        if v or time.monotonic() >= end:
-            return v
-        time.sleep(interval)
 
 
 # --- log lines ---------------------------------------------------------------

@@ -8,9 +8,9 @@ import os
 import re
 import subprocess
 
-from adminutil import admin, ini, mounted, run_fail  # noqa: F401
-from fsutil import SLOW
-from mount_fixture import clamfs_bin
+from clamfstest.mountinfo import mounted
+from adminutil import admin, ini, run_fail  # noqa: F401
+from clamfstest.env import SLOW, clamfs_bin
 
 
 def check(*args, timeout=30):

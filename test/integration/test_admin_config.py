@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from adminutil import admin, clamfs_pids, ini, mounted, run_fail  # noqa: F401
-from fsutil import SLOW
-from mount_fixture import clamfs_bin
+from clamfstest.mountinfo import mounted
+from adminutil import admin, clamfs_pids, ini, run_fail  # noqa: F401
+from clamfstest.env import SLOW, clamfs_bin
 from scanutil import put, stats, try_read, wait_detections
 
 CLEAN = b"nothing to see here\n"

@@ -13,9 +13,9 @@ import signal
 import subprocess
 import time
 
-from adminutil import admin, ini, mounted, run_fail, wait_log  # noqa: F401
-from fsutil import SLOW
-from mount_fixture import clamfs_bin
+from clamfstest.mountinfo import mounted, mounts_at
+from adminutil import admin, ini, run_fail, wait_log  # noqa: F401
+from clamfstest.env import SLOW, clamfs_bin
 from scanutil import put, stats, try_read
 
 CLEAN = b"a clean file\n"
@@ -215,8 +215,7 @@ def test_restart_onto_its_own_dead_mount(admin, clamd):
     assert try_read(m2.m("clean")) == ("ok", CLEAN)
     assert try_read(m2.m("e")) == ("err", "EACCES")
     # exactly one mount there now
-    n = sum(1 for l in open("/proc/self/mountinfo")
-            if f" {mnt} " in l)
+    n = len(mounts_at(mnt))
     assert n == 1, n
 
 

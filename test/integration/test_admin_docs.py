@@ -11,9 +11,9 @@ import subprocess
 
 import pytest
 
-from adminutil import admin, mounted  # noqa: F401
-from fsutil import SLOW
-from mount_fixture import clamfs_bin
+from clamfstest.mountinfo import mounted
+from adminutil import admin  # noqa: F401
+from clamfstest.env import SLOW, clamfs_bin
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MAN8 = os.path.join(SRC, "clamfs", "clamfs.8")

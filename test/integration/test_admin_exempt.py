@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from adminutil import ini, run_fail
-from fsutil import PYTHON
+from clamfstest.env import PYTHON
 from scanutil import mount_scan, put, try_read
 
 TAG = f"{os.getpid() % 100000:05d}"

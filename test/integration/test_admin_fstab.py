@@ -24,8 +24,7 @@ import os
 import subprocess
 
 from adminutil import admin, asan_env, clamfs_pids, ini  # noqa: F401
-from fsutil import PYTHON, SANITIZE, SLOW
-from mount_fixture import clamfs_bin
+from clamfstest.env import PYTHON, SANITIZE, SLOW, clamfs_bin
 from scanutil import put
 
 CLEAN = b"clean via fstab\n"

@@ -10,9 +10,10 @@ import os
 import subprocess
 import time
 
-from adminutil import admin, mounted, wait_log  # noqa: F401
-from fsutil import SLOW
-from mount_fixture import Mount, clamfs_bin
+from clamfstest.mountinfo import mounted
+from adminutil import admin, wait_log  # noqa: F401
+from clamfstest.env import SLOW, clamfs_bin
+from clamfstest.mount import Mount
 from scanutil import put, try_read
 
 CLEAN = b"clean\n"

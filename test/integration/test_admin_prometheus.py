@@ -26,8 +26,7 @@ import threading
 
 import pytest
 
-from fsutil import SLOW
-from mount_fixture import clamfs_bin
+from clamfstest.env import SLOW, clamfs_bin
 from promutil import (parse_exposition, promtool, promtool_check,
                       run_stats)
 from scanutil import mount_scan, put, stats, try_read

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from fsutil import PYTHON, setpriv_prefix
-from mount_fixture import built_binary
+from clamfstest.env import PYTHON, built_binary
+from fsutil import setpriv_prefix
 from scanutil import mount_scan, put, try_read, wait_detections
 
 UID, GID = 61234, 61235  # no passwd/group entries: shown as numbers

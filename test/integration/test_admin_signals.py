@@ -9,8 +9,9 @@ import os
 import signal
 import time
 
-from adminutil import admin, ini, mounted, wait_log  # noqa: F401
-from fsutil import SLOW
+from clamfstest.mountinfo import mounted
+from adminutil import admin, ini, wait_log  # noqa: F401
+from clamfstest.env import SLOW
 from scanutil import (delta, detections, mount_scan, put, stats, try_read,
                       wait_detections)
 

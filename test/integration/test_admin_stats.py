@@ -9,7 +9,9 @@
 # root get exit status 5 (2 for usage) and one line.
 import os
 
-from fsutil import SLOW, UID_A, GID_A
+from clamfstest.stats import parse_stats
+from clamfstest.env import SLOW
+from fsutil import UID_A, GID_A
 from promutil import parse_exposition, run_stats
 from scanutil import mount_scan, put, try_read
 
@@ -18,13 +20,7 @@ CLEAN_B = b"second clean file\n"
 
 
 def parse_plain(text):
-    out = {}
-    for line in text.splitlines():
-        assert "=" in line, f"not name=value: {line!r}"
-        k, v = line.split("=", 1)
-        assert k not in out, f"{k} twice"
-        out[k] = v
-    return out
+    return parse_stats(text, strict=True)
 
 
 def do_opens(m, clamd):
@@ -62,13 +58,13 @@ def test_stats_match_operations(mount_clamfs, clamd):
     assert r.returncode == 0, r
     assert r.stderr == ""
     s = parse_plain(r.stdout)
-    got = {k: int(s[k]) if k in s else None for k in EXPECTED}
+    got = {k: s.get(k) for k in EXPECTED}
     assert got == EXPECTED
     errs = {k: v for k, v in s.items() if k.startswith("errors_")}
-    assert errs and all(v == "0" for v in errs.values()), errs
+    assert errs and all(v == 0 for v in errs.values()), errs
     assert s["clamd_engine"] == "1.4.6", s
-    assert int(s["uptime_seconds"]) >= 0
-    p50, p90, p99 = (int(s[f"scan_latency_p{q}_us"]) for q in (50, 90, 99))
+    assert s["uptime_seconds"] >= 0
+    p50, p90, p99 = (s[f"scan_latency_p{q}_us"] for q in (50, 90, 99))
     assert 0 < p50 <= p90 <= p99, s
     assert p99 < 10_000_000 * SLOW, s
 
@@ -116,7 +112,7 @@ def test_stats_prometheus(mount_clamfs, clamd):
     # every numeric key of the plain text is one series, save the human
     # quantiles: a key prom.c's table lacks would be missing here
     plain = parse_plain(run_stats(m.mnt).stdout)
-    numeric = [k for k, v in plain.items() if v.isdigit()
+    numeric = [k for k, v in plain.items() if isinstance(v, int)
                and not k.startswith("scan_latency_p")]
     series = sum(len(f.samples) for f in fams.values()
                  if not f.name.endswith("_info"))

@@ -22,9 +22,9 @@ import time
 
 import pytest
 
-from adminutil import NotifyListener, admin, mounted, wait_log  # noqa: F401
-from fsutil import SLOW
-from mount_fixture import clamfs_bin
+from clamfstest.mountinfo import mounted
+from adminutil import NotifyListener, admin, wait_log  # noqa: F401
+from clamfstest.env import SLOW, clamfs_bin
 from scanutil import put, scan_failures, try_read
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from mount_fixture import clamfs_bin
+from clamfstest.env import clamfs_bin
 
 CACHE = os.environ.get("CLAMFS_TEST_CACHE", "/var/tmp/clamfs-test-cache")
 

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-import clamdlib
-from cdputil import SANITIZE, run_scan, run_stress, scan_bin
+from clamfstest.clamd import CLAMD
+from cdputil import run_scan, run_stress, scan_bin
+from clamfstest.env import SANITIZE
 
 SIG = "Eicar-Test.UNOFFICIAL"
 
@@ -239,7 +240,7 @@ def test_ping_version_stats(clamd):
         p = run_scan("--clamd", addr, "--ping")
         assert (p.stdout, p.returncode) == ("PONG\n", 0)
         p = run_scan("--clamd", addr, "--version")
-        engine = subprocess.run([clamdlib.CLAMD, "--version"],
+        engine = subprocess.run([CLAMD, "--version"],
                                 capture_output=True, text=True
                                 ).stdout.split()[1].split("/")[0]
         # Only custom signatures: the short form, no database version.

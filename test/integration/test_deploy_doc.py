@@ -14,8 +14,7 @@ import subprocess
 import pytest
 
 from adminutil import admin  # noqa: F401
-from fsutil import SLOW
-from mount_fixture import clamfs_bin
+from clamfstest.env import SLOW, clamfs_bin
 from scanutil import put, try_read
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

@@ -26,9 +26,9 @@ import time
 import pytest
 
 from adminutil import admin, asan_env  # noqa: F401
-from clamdlib import free_tcp_port
-from fsutil import PYTHON, SANITIZE, SLOW
-from mount_fixture import SANITIZER_MARKERS, clamfs_bin
+from clamfstest.clamd import free_tcp_port
+from clamfstest.env import (PYTHON, SANITIZE, SLOW, clamfs_bin,
+                            SANITIZER_MARKERS)
 
 USER, UID = "cfssmb", 47110  # an id the host is unlikely to use
 PASSWORD = "clamfs-Samba-1"

@@ -22,8 +22,7 @@ import subprocess
 import pytest
 
 from adminutil import admin  # noqa: F401
-from fsutil import SLOW
-from mount_fixture import SANITIZER_MARKERS, clamfs_bin
+from clamfstest.env import SLOW, clamfs_bin, SANITIZER_MARKERS
 from test_admin_systemd import configured_unit
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

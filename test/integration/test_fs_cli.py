@@ -13,9 +13,11 @@ import time
 
 import pytest
 
-from fsutil import PYTHON, SLOW, UID_A, GID_A, outcome, run_as
-from mount_fixture import (clamfs_bin, extra_test_opts, find_daemon_pids,
-                           fuse_mounts_at, make_tree_dir)
+from clamfstest.env import PYTHON, SLOW, clamfs_bin, extra_test_opts
+from fsutil import UID_A, GID_A, outcome, run_as
+from clamfstest.mount import make_tree_dir
+from clamfstest.mountinfo import fuse_mounts_at
+from clamfstest.procs import pids_of, wait_gone
 
 # Mirror tests run with scanning on, against the private clamd.
 pytestmark = pytest.mark.usefixtures("session_clamd_opts")
@@ -138,11 +140,11 @@ def test_bad_invocation(tmp, case, mode):
                           status=4 if case in MOUNT_CASES else 2)
     time.sleep(0.05)
     assert {m.mountpoint for m in _all_fuse()} == before, "something got mounted"
-    assert not find_daemon_pids(clamfs_bin(), os.path.join(tmp, "m")), "daemon left running"
+    assert not pids_of(clamfs_bin(), os.path.join(tmp, "m")), "daemon left running"
 
 
 def _all_fuse():
-    from mount_fixture import mounts
+    from clamfstest.mountinfo import mounts
     return [m for m in mounts() if m.fstype.startswith("fuse")]
 
 
@@ -246,28 +248,15 @@ def test_fstab_form_via_mount_fuse3(tmp):
         assert "noatime" in p[3].split(","), p
         with open(os.path.join(m, "f")) as f:
             assert f.read() == "fstab"
-        pids = find_daemon_pids(os.path.join(bindir, "clamfs"), m) or \
-            find_daemon_pids(clamfs_bin(), m)
+        pids = pids_of(os.path.join(bindir, "clamfs"), m) or \
+            pids_of(clamfs_bin(), m)
         assert len(pids) == 1, pids
     finally:
         r = subprocess.run(["umount", m], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    _wait_gone(pids[0])
+    wait_gone(pids[0])
     assert not fuse_mounts_at(m)
     _assert_no_sanitizer_logs(tmp)
-
-
-def _wait_gone(pid, timeout=15):
-    deadline = time.monotonic() + timeout * SLOW
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return
-        except OSError:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"daemon {pid} still running {timeout}s after unmount")
 
 
 def _assert_no_sanitizer_logs(tmp):

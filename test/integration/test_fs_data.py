@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from fsutil import PYTHON, SLOW, lstat_dict, outcome, run_py
+from clamfstest.env import PYTHON, SLOW
+from fsutil import lstat_dict, outcome, run_py
 
 # Mirror tests run with scanning on, against the private clamd.
 pytestmark = pytest.mark.usefixtures("session_clamd_opts")

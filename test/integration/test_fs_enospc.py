@@ -16,7 +16,8 @@ import threading
 import pytest
 
 from enospc_work import mapped_write
-from fsutil import PYTHON, SLOW, setpriv_prefix
+from clamfstest.env import PYTHON, SLOW
+from fsutil import setpriv_prefix
 
 # Scanning on, as deployed: the keep-cache decision rides on the scan.
 pytestmark = pytest.mark.usefixtures("session_clamd_opts")

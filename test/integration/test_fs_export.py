@@ -8,7 +8,6 @@
 # running; the scan gate applies to opens by handle.
 import ctypes
 import ctypes.util
-import errno
 import os
 import random
 import resource
@@ -16,6 +15,7 @@ import struct
 
 import pytest
 
+from clamfstest.errnames import errname
 from fsutil import LoopFs
 from scanutil import mount_scan, put, stats, wait_for
 
@@ -87,7 +87,7 @@ def handle_errno(mnt, handle, flags=os.O_RDONLY):
         os.close(open_by_handle(mnt, handle, flags))
         return "ok"
     except OSError as e:
-        return errno.errorcode.get(e.errno, str(e.errno))
+        return errname(e.errno)
 
 
 def evict(m):

@@ -14,11 +14,13 @@ import time
 
 import pytest
 
+from clamfstest.acl import setfacl
+from clamfstest.env import SLOW
 from fsutil import (Approx, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
-                    RENAME_EXCHANGE, RENAME_NOREPLACE,
-                    SLOW, UTIME_NOW, UTIME_OMIT, errname, fallocate,
-                    getxattr_buf, getxattr_size, listxattr_buf, listxattr_size,
-                    lstat_dict, outcome, renameat2, run_py, utimensat)
+                    RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT,
+                    errname, fallocate, getxattr_buf, getxattr_size,
+                    listxattr_buf, listxattr_size, lstat_dict, outcome,
+                    renameat2, run_py, utimensat)
 
 # Mirror tests run with scanning on, against the private clamd.
 pytestmark = pytest.mark.usefixtures("session_clamd_opts")
@@ -849,20 +851,15 @@ def _getfacl(path):
     return r.returncode, "\n".join(lines).replace(path, "<P>")
 
 
-def _setfacl(*args):
-    r = subprocess.run(["setfacl"] + list(args), capture_output=True, text=True)
-    return r.returncode
-
-
 def test_posix_acls_as_root(tw):
     old = os.umask(0o022)
     try:
         for r in tw.roots():
             write(J(r, "f"), b"acl file")
             os.mkdir(J(r, "d"))
-            assert _setfacl("-m", "u:60001:rw,g:60010:r,m::rw", J(r, "f")) == 0
-            assert _setfacl("-d", "-m", "u:60002:rwx,g::r-x,o::-,m::rwx", J(r, "d")) == 0
-            assert _setfacl("-m", "u:60001:rx", J(r, "d")) == 0
+            assert setfacl("-m", "u:60001:rw,g:60010:r,m::rw", J(r, "f")) == 0
+            assert setfacl("-d", "-m", "u:60002:rwx,g::r-x,o::-,m::rwx", J(r, "d")) == 0
+            assert setfacl("-m", "u:60001:rx", J(r, "d")) == 0
             # New entries inherit the default ACL; umask is ignored then.
             os.close(os.open(J(r, "d", "inherit"), os.O_CREAT | os.O_WRONLY, 0o666))
             os.mkdir(J(r, "d", "subdir"), 0o777)
@@ -877,8 +874,8 @@ def test_posix_acls_as_root(tw):
             assert v == n, f"{rel}: mount\n{v[1]}\nnative\n{n[1]}"
             assert bv == n, f"{rel}: backend of mount\n{bv[1]}\nnative\n{n[1]}"
         for r in tw.roots():
-            assert _setfacl("-b", J(r, "f")) == 0
-            assert _setfacl("-k", J(r, "d")) == 0
+            assert setfacl("-b", J(r, "f")) == 0
+            assert setfacl("-k", J(r, "d")) == 0
         assert _getfacl(J(tw.via, "f")) == _getfacl(J(tw.nat, "f"))
         assert _getfacl(J(tw.via, "d")) == _getfacl(J(tw.nat, "d"))
     finally:

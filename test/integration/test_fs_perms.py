@@ -6,11 +6,11 @@
 # backend. Each scenario runs once directly in the backend and once through
 # the mount, as the same user, and the outcomes and trees are compared.
 import os
-import subprocess
 import threading
 
 import pytest
 
+from clamfstest.acl import setfacl
 from fsutil import (GID_A, GID_B, GID_OTHER, GID_SHARED, UID_A, UID_B, Twin,
                     run_as, summarize)
 
@@ -20,11 +20,6 @@ pytestmark = pytest.mark.usefixtures("session_clamd_opts")
 USER_A = (UID_A, GID_A, [GID_SHARED])
 USER_A_NOGROUPS = (UID_A, GID_A, [])
 USER_B = (UID_B, GID_B, [GID_SHARED])
-
-
-def _setfacl(*args):
-    r = subprocess.run(["setfacl"] + list(args), capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
 
 
 def build_tree(r):
@@ -59,10 +54,10 @@ def build_tree(r):
     fl("sticky/root_owned", 0o666, 0, 0)
     mk("sgid", 0o2775, 0, GID_SHARED)
     mk("acl", 0o750, 0, 0)
-    _setfacl("-m", f"u:{UID_A}:rwx", J("acl"))
-    _setfacl("-d", "-m", f"u:{UID_A}:rwx,u:{UID_B}:r-x,g::r-x,o::---", J("acl"))
+    setfacl("-m", f"u:{UID_A}:rwx", J("acl"))
+    setfacl("-d", "-m", f"u:{UID_A}:rwx,u:{UID_B}:r-x,g::r-x,o::---", J("acl"))
     fl("acl/f", 0o640, 0, 0, b"acl file")
-    _setfacl("-m", f"u:{UID_B}:rw", J("acl/f"))
+    setfacl("-m", f"u:{UID_B}:rw", J("acl/f"))
     fl("suid", 0o6777, UID_B, GID_SHARED, b"setuid file")
     mk("open", 0o777, 0, 0)
     fl("open/xattrs", 0o644, 0, 0)
@@ -281,7 +276,7 @@ def test_user_umask_and_default_acl(fs, umask):
         os.chmod(os.path.join(r, "plain"), 0o777)
         os.mkdir(os.path.join(r, "dacl"), 0o777)
         os.chmod(os.path.join(r, "dacl"), 0o777)
-        _setfacl("-d", "-m", f"u::rwx,g::rwx,o::r-x,u:{UID_B}:rw-,m::rwx",
+        setfacl("-d", "-m", f"u::rwx,g::rwx,o::r-x,u:{UID_B}:rw-,m::rwx",
                  os.path.join(r, "dacl"))
     ops = []
     for d in ("plain", "dacl"):

@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 
-from fsutil import PYTHON
+from clamfstest.env import PYTHON
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PKG = "clamfs-onaccess"

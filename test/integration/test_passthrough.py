@@ -16,7 +16,7 @@ import time
 import pytest
 
 from fsutil import GID_B, UID_B, LoopFs, run_as
-from mount_fixture import clamfs_bin
+from clamfstest.env import clamfs_bin
 from scanutil import MARKER, SlowClamd, delta, detections, \
     ensure_marker_signature, mount_scan, put, \
     run_clamfs_expect_fail, stats, try_read, wait_for

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from fsutil import SLOW
+from clamfstest.env import SLOW
 from scanutil import (EICAR_SIG, delta, detections, mount_scan, put, stats,
                       try_open, try_read, wait_detections, wait_for)
 

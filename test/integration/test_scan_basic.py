@@ -15,8 +15,8 @@ import subprocess
 
 import pytest
 
-from fsutil import PYTHON, UID_B, GID_B, run_as
-from mount_fixture import clamfs_bin
+from clamfstest.env import PYTHON, clamfs_bin
+from fsutil import UID_B, GID_B, run_as
 from scanutil import (EICAR_SIG, MARKER, MARKER_SIG, delta, detections,
                       ensure_marker_signature, mount_scan, put,
                       run_clamfs_expect_fail, stats, try_open, try_read,

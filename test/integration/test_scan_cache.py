@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from fsutil import FALLOC_FL_KEEP_SIZE, SLOW, fallocate
+from clamfstest.env import SLOW
+from fsutil import FALLOC_FL_KEEP_SIZE, fallocate
 from scanutil import (delta, detections, mount_scan, put, stats, try_open,
                       try_read, wait_detections, wait_for)
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from fsutil import PYTHON, SLOW
+from clamfstest.env import PYTHON, SLOW
 from scanutil import (RAW_OPEN_CHILD, SlowClamd, delta, detections,
                       mount_scan, proc_state, put, scan_failures,
                       spawn_opener, stats, try_read, wait_for)

@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from fsutil import (GID_A, GID_SHARED, PYTHON, SLOW, UID_A, run_as,
-                    setpriv_prefix)
-from mount_fixture import clamfs_bin, fuse_mounts_at
+from clamfstest.env import PYTHON, SLOW, clamfs_bin
+from fsutil import GID_A, GID_SHARED, UID_A, run_as, setpriv_prefix
+from clamfstest.mountinfo import fuse_mounts_at
 from scanutil import SlowClamd, mount_scan
 
 PROBE = """

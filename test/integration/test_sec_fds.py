@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from fsutil import SLOW
+from clamfstest.env import SLOW
 from scanutil import mount_scan
 
 J = os.path.join

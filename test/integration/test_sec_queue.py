@@ -12,8 +12,9 @@ import time
 
 import pytest
 
+from clamfstest.mountinfo import fuse_mounts_at
 from fakeclamd import FakeClamd
-from fsutil import PYTHON, SLOW
+from clamfstest.env import PYTHON, SLOW
 from scanutil import mount_scan, put, spawn_opener, stats, wait_for
 
 FLOODER = 65534  # nobody
@@ -73,16 +74,12 @@ def abort_connection(m):
     """Aborts the mount's FUSE connection (through fusectl, mounted in a
     private mount namespace): the way out when the daemon is deadlocked
     and its callers sleep uninterruptibly."""
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            parts = line.split()
-            if parts[4] == m.mnt and "fuse" in line.split(" - ")[1]:
-                minor = parts[2].split(":")[1]
-                subprocess.run(
-                    ["unshare", "-m", "sh", "-c",
-                     "mount -t fusectl none /sys/fs/fuse/connections && "
-                     f"echo 1 > /sys/fs/fuse/connections/{minor}/abort"],
-                    capture_output=True, timeout=30)
+    for entry in fuse_mounts_at(m.mnt):
+        subprocess.run(
+            ["unshare", "-m", "sh", "-c",
+             "mount -t fusectl none /sys/fs/fuse/connections && "
+             f"echo 1 > /sys/fs/fuse/connections/{entry.minor}/abort"],
+            capture_output=True, timeout=30)
 
 
 def result(p, timeout):

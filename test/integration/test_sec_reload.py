@@ -13,8 +13,10 @@ import subprocess
 import threading
 import time
 
-from adminutil import admin, ini, mounted, run_fail, wait_log  # noqa: F401
-from fsutil import GID_A, PYTHON, SLOW, UID_A, setpriv_prefix
+from clamfstest.mountinfo import mounted
+from adminutil import admin, ini, run_fail, wait_log  # noqa: F401
+from clamfstest.env import PYTHON, SLOW
+from fsutil import GID_A, UID_A, setpriv_prefix
 from scanutil import (SlowClamd, detections, mount_scan, put, stats,
                       try_read, wait_for)
 

@@ -8,8 +8,7 @@ import json
 import os
 import subprocess
 
-from fsutil import SANITIZE
-from mount_fixture import clamfs_bin
+from clamfstest.env import SANITIZE, clamfs_bin
 
 SOAK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                     "bench", "soak")

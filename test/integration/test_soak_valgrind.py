@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from fsutil import SANITIZE
+from clamfstest.env import SANITIZE
 from test_soak_short import check, run_soak
 
 

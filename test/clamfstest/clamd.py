@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Start and drive a private clamd for tests and benchmarks.
 
-Shared by the pytest plugin clamd_fixture.py and bench/clamdproto/run, so it
+Shared by the tests (conftest.py), bench/ and scripts/demo, so it
 imports nothing from pytest.  Everything lives in a short temporary directory
 (/tmp/cfsXXXX: sun_path holds at most 107 bytes).  The signature database is
 written here: an .hdb line matching the EICAR test file, which is assembled
@@ -16,6 +16,8 @@ import socket
 import subprocess
 import tempfile
 import time
+
+from .procs import pids_of
 
 # The host's clamd program when clamav-daemon is installed (its service is
 # never used), else the one scripts/deps unpacked without installing
@@ -221,18 +223,7 @@ class Clamd:
 
     def leftover_pids(self):
         """Processes still running clamd with our configuration file."""
-        pids = []
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    args = f.read().split(b"\0")
-            except OSError:
-                continue
-            if self.conf.encode() in args:
-                pids.append(int(d))
-        return pids
+        return pids_of(CLAMD, self.conf)
 
     def cleanup(self):
         """Stop clamd (killing it if it misbehaves) and remove workdir."""

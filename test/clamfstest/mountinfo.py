@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""What is mounted where, from /proc/self/mountinfo."""
+import os
+import re
+
+
+def _unescape(s):
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
+
+
+class MountEntry:
+    """One line of mountinfo: mount_id, mountpoint, mount_opts, fstype,
+    source, super_opts, minor (the device minor, which names the FUSE
+    connection under /sys/fs/fuse/connections)."""
+
+    def __init__(self, line):
+        parts = line.split()
+        sep = parts.index("-")
+        self.mount_id = int(parts[0])
+        self.minor = int(parts[2].split(":")[1])
+        self.mountpoint = _unescape(parts[4])
+        self.mount_opts = parts[5].split(",")
+        self.fstype = parts[sep + 1]
+        self.source = _unescape(parts[sep + 2])
+        self.super_opts = parts[sep + 3].split(",") \
+            if len(parts) > sep + 3 else []
+
+    def __repr__(self):
+        return (f"<{self.source} on {self.mountpoint} type {self.fstype} "
+                f"({','.join(self.mount_opts)}; {','.join(self.super_opts)})>")
+
+
+def mounts():
+    with open("/proc/self/mountinfo") as f:
+        return [MountEntry(l) for l in f if l.strip()]
+
+
+def mounts_at(path):
+    """Every mount (of any type) stacked on path."""
+    path = os.path.abspath(path)
+    return [m for m in mounts() if m.mountpoint == path]
+
+
+def fuse_mounts_at(path):
+    """The FUSE mounts stacked on path."""
+    # abspath, not realpath: realpath would lstat the mountpoint, i.e. send
+    # the new mount a GETATTR and fill the kernel's attribute cache.
+    return [m for m in mounts_at(path) if m.fstype.startswith("fuse")]
+
+
+def mounted(path):
+    """Whether a FUSE filesystem is mounted on path."""
+    return bool(fuse_mounts_at(path))
