@@ -10,7 +10,8 @@ import pytest
 from mount_fixture import built_binary
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:",
-                     "LeakSanitizer", "ERROR: UndefinedBehaviorSanitizer")
+                     "LeakSanitizer", "ERROR: UndefinedBehaviorSanitizer",
+                     "WARNING: ThreadSanitizer")
 SANITIZE = os.environ.get("CLAMFS_SANITIZE", "0").lower() in ("1", "on",
                                                                "true")
 

@@ -17,7 +17,8 @@ import pytest
 from fsutil import SANITIZE, SLOW
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:",
-                     "LeakSanitizer", "ERROR: UndefinedBehaviorSanitizer")
+                     "LeakSanitizer", "ERROR: UndefinedBehaviorSanitizer",
+                     "WARNING: ThreadSanitizer")
 
 
 def built_binary(env_var, *rel):
@@ -254,7 +255,7 @@ def make_tree_dir(prefix="clamfs-t"):
 
 def sanitizer_env(m):
     env = dict(os.environ)
-    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"):
         cur = env.get(var, "")
         env[var] = (cur + ":" if cur else "") + f"log_path={m.san_prefix}"
     return env
