@@ -219,6 +219,11 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
  * queue's reaper thread, except for a request with prepare(), answered
  * when its (then cancelled) scan ends; when no waiter of a scan is left,
  * the scan is cancelled too.
+ * The caller must serialise it with done(): done() may not return while
+ * scanq_interrupt(w) still runs (the scan, and what it points to, may be
+ * freed right after done()), and no scanq_interrupt(w) may start once done()
+ * has. The daemon gets both from libfuse: done() clears the request's
+ * interrupt callback, which waits for a running one and stops later ones.
  */
 void scanq_interrupt(struct scan_waiter *w);
 

@@ -152,9 +152,16 @@ static int fake_nscans(void)
 	return n;
 }
 
-/* A waiter that records its outcome and when it came. */
+/*
+ * A waiter that records its outcome and when it came. Its interrupts go
+ * through t_interrupt, which keeps the contract the daemon gets from
+ * libfuse (see scanq_interrupt): done() waits for an interrupt still
+ * running, and no interrupt starts once done() has.
+ */
 struct twaiter {
 	struct scan_waiter w; /* first */
+	pthread_mutex_t ilock;
+	bool answered; /* under ilock */
 	atomic_int done;
 	int seq; /* 1 for the first done() since the queue was made, ... */
 	struct scan_outcome o;
@@ -167,6 +174,9 @@ static void on_done(struct scan_waiter *w, const struct scan_outcome *o)
 {
 	struct twaiter *t = (struct twaiter *)w;
 
+	pthread_mutex_lock(&t->ilock);
+	t->answered = true;
+	pthread_mutex_unlock(&t->ilock);
 	t->o = *o;
 	t->at_ms = now_ms();
 	t->seq = atomic_fetch_add(&total_done, 1) + 1;
@@ -176,8 +186,17 @@ static void on_done(struct scan_waiter *w, const struct scan_outcome *o)
 static void twaiter_init(struct twaiter *t, bool answer_first)
 {
 	memset(t, 0, sizeof(*t));
+	pthread_mutex_init(&t->ilock, NULL);
 	t->w.done = on_done;
 	t->w.answer_first = answer_first;
+}
+
+static void t_interrupt(struct twaiter *t)
+{
+	pthread_mutex_lock(&t->ilock);
+	if (!t->answered)
+		scanq_interrupt(&t->w);
+	pthread_mutex_unlock(&t->ilock);
 }
 
 static bool wait_done(struct twaiter *t, int ms)
@@ -318,7 +337,7 @@ static void test_interrupt_running_scan(void **state)
 	assert_int_equal(submit(q, 20, 100, 1, &b), 0);
 	assert_true(fake_wait_scans(1));
 	/* one of two waiters gives up: it is answered now, the scan goes on */
-	scanq_interrupt(&a.w);
+	t_interrupt(&a);
 	assert_true(wait_done(&a, 2000));
 	assert_true(scanq_waiter_interrupted(&a.w));
 	assert_int_equal(a.o.res.cat, CDP_ERR_CANCELLED);
@@ -329,7 +348,7 @@ static void test_interrupt_running_scan(void **state)
 	/* the last waiter gives up: the scan itself is cancelled */
 	assert_int_equal(submit(q, 21, 100, 1, &c), 0);
 	assert_true(fake_wait_scans(2));
-	scanq_interrupt(&c.w);
+	t_interrupt(&c);
 	assert_true(wait_done(&c, 2000));
 	assert_int_equal(c.o.res.cat, CDP_ERR_CANCELLED);
 	scanq_free(q);
@@ -364,7 +383,7 @@ static void test_creator_gone_scan_reads_its_file(void **state)
 	assert_true(fake_wait_scans(1));
 	assert_int_equal(submit_fd(q, 26, 100, 1, &a, fd), 0);
 	assert_int_equal(submit(q, 26, 100, 2, &b), 0);
-	scanq_interrupt(&a.w);
+	t_interrupt(&a);
 	assert_true(wait_done(&a, 2000));
 	close(fd);
 	other = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -393,7 +412,7 @@ static void test_interrupt_queued_scan(void **state)
 	assert_int_equal(submit(q, 31, 100, 1, &b), 0);
 	/* b waits for the only thread, which is busy: it ends all the same */
 	t0 = now_ms();
-	scanq_interrupt(&b.w);
+	t_interrupt(&b);
 	assert_true(wait_done(&b, 2000));
 	assert_true(b.at_ms - t0 < 1000);
 	assert_int_equal(b.o.res.cat, CDP_ERR_CANCELLED);
@@ -486,10 +505,14 @@ static void test_small_file_lane(void **state)
 	assert_int_equal(fake_nscans(), 1);
 	twaiter_init(&small, false);
 	t0 = now_ms();
-	fake.fast_from = 800; /* the small file's scan does not block */
+	/* the small file's scan does not block (the big ones run: lock) */
+	pthread_mutex_lock(&fake.lock);
+	fake.fast_from = 800;
+	pthread_mutex_unlock(&fake.lock);
 	assert_int_equal(submit(q, 800, 7, 2000, &small), 0);
 	assert_true(wait_done(&small, 2000));
-	assert_true(small.at_ms - t0 < 500);
+	/* the big scans block until released: any answer before shows it */
+	assert_true(small.at_ms - t0 < 1500);
 	assert_int_equal(small.o.res.verdict, CDP_CLEAN);
 	assert_false(atomic_load(&big[0].done));
 	fake_release((ino_t)-1);
@@ -746,7 +769,7 @@ static void test_no_retry_after_cancel(void **state)
 	twaiter_init(&a, false);
 	assert_int_equal(submit(q, 220, 100, 1, &a), 0);
 	assert_true(script_wait_calls(1));
-	scanq_interrupt(&a.w);
+	t_interrupt(&a);
 	assert_true(wait_done(&a, 2000));
 	assert_int_equal(a.o.res.cat, CDP_ERR_CANCELLED);
 	/* scanq_free waits for the scanner thread: a retry would show */
@@ -799,7 +822,7 @@ static void test_withdraw_last_waiter_of_queued_scan(void **state)
 	assert_true(fake_wait_scans(1));
 	assert_int_equal(submit(q, 301, 100, 1, &a), 0);
 	assert_int_equal(submit(q, 301, 100, 1, &b), 0);
-	scanq_interrupt(&a.w);
+	t_interrupt(&a);
 	assert_true(wait_done(&a, 2000));
 	assert_int_equal(a.o.res.cat, CDP_ERR_CANCELLED);
 	/* b still waits: the scan keeps its place, the bound is reached */
@@ -809,7 +832,7 @@ static void test_withdraw_last_waiter_of_queued_scan(void **state)
 	assert_int_equal(cnt.queued, 1);
 	assert_int_equal(cnt.cancelled, 0);
 	assert_int_equal(submit(q, 302, 100, 1, &other), -EAGAIN);
-	scanq_interrupt(&b.w);
+	t_interrupt(&b);
 	assert_true(wait_done(&b, 2000));
 	assert_int_equal(b.o.res.cat, CDP_ERR_CANCELLED);
 	scanq_counters(q, &cnt);
