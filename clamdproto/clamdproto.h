@@ -161,7 +161,7 @@ const struct cdp_addr *cdp_pool_addr(const struct cdp_pool *pool);
 struct cdp_pool_counters {
 	unsigned long connects; /* connections opened successfully */
 	unsigned long reuses;	/* commands sent on a reused session */
-	unsigned long retries;	/* stale sessions replaced by a retry */
+	unsigned long dead_sessions; /* reused sessions clamd had closed */
 	unsigned long discards; /* connections closed instead of kept */
 	unsigned long waits;	/* callers that waited for a free slot */
 	unsigned open;		/* connections open now */
@@ -173,9 +173,14 @@ void cdp_pool_counters(struct cdp_pool *pool, struct cdp_pool_counters *c);
  * Scans.  Every scan fills *res completely and returns res->verdict.
  * @timeout_ms bounds the whole call (waiting for a free connection,
  * connecting, sending, clamd's scan); 0 means the pool's scan_timeout_ms.
- * @cancel may be NULL.  A session that clamd closed while idle is replaced
- * and the command retried once, invisibly.  Any non-clean outcome discards
- * the connection it used.
+ * @cancel may be NULL.  Any non-clean outcome discards the connection it
+ * used.  The pool never retries: an idle session that clamd closed is
+ * replaced when that shows before it is used, and when it shows only as the
+ * command is sent or answered (clamd restarted, or timed the session out
+ * just then), the command fails with CDP_ERR_CONNECT (ECONNRESET) and every
+ * idle session is dropped, so that a retry connects afresh.  Retrying is
+ * the caller's choice: it knows its deadline (and, with several clamds,
+ * which other one to ask).
  *
  * cdp_scan_fildes: pass @fd to clamd (FILDES, SCM_RIGHTS; UNIX sockets
  *   only, CDP_ERR_LOCAL on TCP).  clamd reads with pread: the file offset is

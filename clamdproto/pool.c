@@ -4,6 +4,12 @@
  * IDSESSION sessions for reuse (or one per command with no_session).  Holds
  * its lock only to pick or return a connection, never across I/O, so many
  * threads scan in parallel and a cancelled caller never waits on another.
+ *
+ * Every command is one attempt: the pool never retries.  A reused session
+ * that clamd had closed (restart, its idle timeout) fails the command with
+ * CDP_ERR_CONNECT, and the other idle sessions are dropped with it, so that
+ * whoever retries (clamfs: the scan queue, which owns the deadline) gets a
+ * fresh connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -166,14 +172,13 @@ static void wait_slot(struct cdp_pool *pool, int64_t until)
 }
 
 /*
- * Get a connection: an idle session (unless @fresh), or a new one once the
+ * Get a connection: an idle session, or a new one once the
  * cap allows.  @plain asks for a connection outside any session (SCAN reads
  * to EOF).  Fills @res and returns a negative errno on failure.
  */
-static int acquire(struct cdp_pool *pool, bool fresh, bool plain,
-		   int64_t deadline, struct cdp_cancel *cancel,
-		   struct cdp_conn **connp, bool *reusedp,
-		   struct cdp_result *res)
+static int acquire(struct cdp_pool *pool, bool plain, int64_t deadline,
+		   struct cdp_cancel *cancel, struct cdp_conn **connp,
+		   bool *reusedp, struct cdp_result *res)
 {
 	bool session = !plain && !pool->cfg.no_session, waited = false;
 	struct cdp_conn *conn, *victim;
@@ -185,7 +190,7 @@ static int acquire(struct cdp_pool *pool, bool fresh, bool plain,
 	for (;;) {
 		int64_t now = cdp_now_ms();
 
-		while (session && !fresh && (conn = TAILQ_FIRST(&pool->idle))) {
+		while (session && (conn = TAILQ_FIRST(&pool->idle))) {
 			TAILQ_REMOVE(&pool->idle, conn, entry);
 			if (conn_stale(pool, conn, now)) {
 				pool->open--;
@@ -265,6 +270,26 @@ static int acquire(struct cdp_pool *pool, bool fresh, bool plain,
 	pthread_mutex_unlock(&pool->lock);
 	*connp = conn;
 	return 0;
+}
+
+/*
+ * A reused session was dead: clamd restarted or timed it out, and the idle
+ * ones were idle at least as long (the list is most recently used first).
+ */
+static void drop_idle(struct cdp_pool *pool)
+{
+	struct cdp_conn *conn;
+
+	pthread_mutex_lock(&pool->lock);
+	pool->ctr.dead_sessions++;
+	while ((conn = TAILQ_FIRST(&pool->idle))) {
+		TAILQ_REMOVE(&pool->idle, conn, entry);
+		pool->open--;
+		pool->ctr.discards++;
+		cdp_conn_close(conn);
+	}
+	pthread_cond_broadcast(&pool->freed);
+	pthread_mutex_unlock(&pool->lock);
 }
 
 static void release(struct cdp_pool *pool, struct cdp_conn *conn, bool keep)
@@ -398,14 +423,26 @@ static bool bare_error(const char *s, size_t len, struct cdp_result *res)
 	return false;
 }
 
+/* The command met a reused session that clamd had closed. */
+static int dead_session(struct cdp_pool *pool, struct cdp_result *res)
+{
+	cdp_res_error(res, CDP_ERR_CONNECT, ECONNRESET,
+		      "clamd at %s had closed the reused session (restarted "
+		      "or timed it out)",
+		      pool->shown);
+	return -ESTALE;
+}
+
 /*
- * Read one reply and strip the session number.  Returns 0 with @line and @len,
- * 1 when @res was filled with a final outcome, or 2 when a reused session
- * turned out to be dead before answering (retry on a fresh one).
+ * Read one reply and strip the session number.  Returns 0 with @line and
+ * @len; else @res holds the outcome and the return is -ESTALE when a reused
+ * session turned out to be dead before answering, another negative errno
+ * otherwise.
  */
-static int read_reply(struct cdp_conn *conn, bool reused, unsigned id,
-		      size_t max, int64_t deadline, struct cdp_cancel *cancel,
-		      const char **line, size_t *len, struct cdp_result *res)
+static int read_reply(struct cdp_pool *pool, struct cdp_conn *conn, bool reused,
+		      unsigned id, size_t max, int64_t deadline,
+		      struct cdp_cancel *cancel, const char **line, size_t *len,
+		      struct cdp_result *res)
 {
 	unsigned got;
 	size_t skip;
@@ -413,8 +450,10 @@ static int read_reply(struct cdp_conn *conn, bool reused, unsigned id,
 
 	rc = cdp_conn_read(conn, max + (conn->session ? 16 : 0), deadline,
 			   cancel, line, len);
-	if (rc == -ENODATA && reused)
-		return 2;
+	if (rc == -ENODATA && reused) {
+		conn->broken = true;
+		return dead_session(pool, res);
+	}
 	if (rc == -EPROTO) {
 		conn->broken = true;
 		if (bare_error(*line, *len, res)) {
@@ -422,32 +461,32 @@ static int read_reply(struct cdp_conn *conn, bool reused, unsigned id,
 			 * started using it. */
 			if (reused &&
 			    strcmp(res->text, "COMMAND READ TIMED OUT") == 0)
-				return 2;
-			return 1;
+				return dead_session(pool, res);
+			return -EPROTO;
 		}
 		cdp_res_io(res, rc, "reading clamd's reply");
-		return 1;
+		return rc;
 	}
 	if (rc) {
 		conn->broken = true;
 		cdp_res_io(res, rc, "reading clamd's reply");
-		return 1;
+		return rc;
 	}
 	if (!conn->session)
 		return 0;
 	if (cdp_reply_split_id(*line, *len, &got, &skip)) {
 		conn->broken = true;
 		if (bare_error(*line, *len, res))
-			return 1;
+			return -EPROTO;
 		cdp_res_error(res, CDP_ERR_PROTOCOL, EPROTO,
 			      "session reply without a command number");
-		return 1;
+		return -EPROTO;
 	}
 	if (got != id) {
 		conn->broken = true;
 		cdp_res_error(res, CDP_ERR_PROTOCOL, EPROTO,
 			      "reply for command %u, expected %u", got, id);
-		return 1;
+		return -EPROTO;
 	}
 	*line += skip;
 	*len -= skip;
@@ -500,8 +539,9 @@ static void read_scan_lines(struct cdp_conn *conn, const struct cmd *cmd,
 }
 
 /*
- * Send @cmd on @conn and read its outcome into @res.  Returns 0, or 2 when
- * the (reused) session was found dead before it answered.
+ * Send @cmd on @conn and read its outcome into @res.  Returns 0, or -ESTALE
+ * when the (reused) session was found dead before it answered (@res then
+ * says so, as CDP_ERR_CONNECT).
  */
 static int run_on(struct cdp_pool *pool, struct cdp_conn *conn, bool reused,
 		  const struct cmd *cmd, int64_t deadline,
@@ -571,14 +611,14 @@ static int run_on(struct cdp_pool *pool, struct cdp_conn *conn, bool reused,
 		conn->broken = true;
 		goto out;
 	}
-	rc = read_reply(conn, reused, id,
+	rc = read_reply(pool, conn, reused, id,
 			cmd->kind == CMD_STATS ? CDP_STATS_MAX : CDP_TEXT_MAX,
 			rdl, cancel, &line, &len, res);
-	if (rc == 2) {
-		ret = 2;
+	if (rc == -ESTALE) {
+		ret = rc;
 		goto out;
 	}
-	if (rc == 1) {
+	if (rc) {
 		if (!sent_all && res->cat == CDP_ERR_PROTOCOL)
 			cdp_res_error(res, CDP_ERR_PROTOCOL, EPIPE,
 				      "clamd hung up before the command was "
@@ -632,7 +672,7 @@ io_error:
 	conn->broken = true;
 	if (rc == -EPIPE || rc == -ECONNRESET || rc == -ENOTCONN) {
 		if (reused) {
-			ret = 2;
+			ret = dead_session(pool, res);
 			goto out;
 		}
 	}
@@ -648,34 +688,26 @@ static enum cdp_verdict run(struct cdp_pool *pool, const struct cmd *cmd,
 			    struct cdp_result *res)
 {
 	int64_t deadline = cdp_deadline(timeout_ms);
-	int attempt;
+	struct cdp_conn *conn;
+	bool reused;
+	int rc;
 
-	for (attempt = 0; attempt < 2; attempt++) {
-		struct cdp_conn *conn;
-		bool reused;
-		int rc;
-
-		rc = acquire(pool, attempt > 0, cmd->kind == CMD_SCAN, deadline,
-			     cancel, &conn, &reused, res);
-		if (rc)
-			break;
-		/* Fail closed should any path forget to say what happened. */
-		cdp_res_error(res, CDP_ERR_PROTOCOL, EPROTO, "no outcome");
-		rc = run_on(pool, conn, reused, cmd, deadline, cancel, res);
-		if (rc == 2) {
-			release(pool, conn, false);
-			pthread_mutex_lock(&pool->lock);
-			pool->ctr.retries++;
-			pthread_mutex_unlock(&pool->lock);
-			continue;
-		}
-		/* A connection that saw anything but success is not trusted
-		 * with the next caller's file. */
-		release(pool, conn,
-			res->verdict == CDP_CLEAN &&
-				!cdp_cancel_triggered(cancel));
-		break;
+	rc = acquire(pool, cmd->kind == CMD_SCAN, deadline, cancel, &conn,
+		     &reused, res);
+	if (rc)
+		return res->verdict;
+	/* Fail closed should any path forget to say what happened. */
+	cdp_res_error(res, CDP_ERR_PROTOCOL, EPROTO, "no outcome");
+	rc = run_on(pool, conn, reused, cmd, deadline, cancel, res);
+	if (rc == -ESTALE) {
+		release(pool, conn, false);
+		drop_idle(pool);
+		return res->verdict;
 	}
+	/* A connection that saw anything but success is not trusted with the
+	 * next caller's file. */
+	release(pool, conn,
+		res->verdict == CDP_CLEAN && !cdp_cancel_triggered(cancel));
 	return res->verdict;
 }
 

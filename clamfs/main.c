@@ -338,7 +338,9 @@ int main(int argc, char *argv[])
 	install_crash_handlers(mnt);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
 		 "on_error=%s",
-		 backend, mnt, opts.clamd, scan_mode_name(fs.scan_mode),
+		 backend, mnt, opts.clamd,
+		 /* not fs.scan_mode: a SIGHUP may be changing it already */
+		 scan_mode_name(scanq_mode(fs.scanq)),
 		 infected_action_name(opts.policy.on_infected),
 		 opts.policy.on_error_allow ? "allow" : "deny");
 	log_fdlimit(&fdlim, inode_budget);

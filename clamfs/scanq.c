@@ -389,6 +389,7 @@ moved:
 
 /* --- scanner threads --- */
 
+/* clamd may not have looked at the file: asking again may well work. */
 static bool worth_retry(const struct cdp_result *res)
 {
 	return res->verdict == CDP_ERROR &&
@@ -449,15 +450,19 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	q->counters.scans++;
 	pthread_mutex_unlock(&q->lock);
 	asked = true;
-	cfg.scan(&s, &out->res);
-	/* a broken connection gets one immediate retry within the deadline */
-	s.timeout_ms = left_ms(job);
-	if (worth_retry(&out->res) && !cdp_cancel_triggered(job->cancel) &&
-	    s.timeout_ms > 1) {
+	for (;;) {
+		cfg.scan(&s, &out->res);
+		if (++s.attempt >= SCANQ_SCAN_ATTEMPTS ||
+		    !worth_retry(&out->res) ||
+		    cdp_cancel_triggered(job->cancel))
+			break;
+		/* the retry must fit in what is left of the deadline */
+		s.timeout_ms = left_ms(job);
+		if (s.timeout_ms <= 1)
+			break;
 		pthread_mutex_lock(&q->lock);
 		q->counters.retries++;
 		pthread_mutex_unlock(&q->lock);
-		cfg.scan(&s, &out->res);
 	}
 out:
 	if (cfg.release)

@@ -34,6 +34,19 @@
  * - An interrupted waiter is answered at once (cancelled), also while
  *   the scan it joined goes on for other waiters.
  * - No file is opened and nothing blocks under the queue's lock.
+ *
+ * Retries: this queue is the only layer that retries (clamdproto's pool
+ * makes one attempt per call). A scan that fails with CDP_ERR_CONNECT or
+ * CDP_ERR_PROTOCOL (clamd restarted, a pooled session it had closed, a
+ * garbled reply) is run again at once, so a scan makes at most
+ * SCANQ_SCAN_ATTEMPTS attempts; never after its cancel, nor when less than
+ * a few milliseconds of its deadline are left. The retry lives here, not
+ * in the pool, because here is where the deadline is known (it counts from
+ * submission, queueing included, and the retry must fit in what is left)
+ * and where a retry can be sent elsewhere: a pool speaks to one clamd,
+ * while the queue calls the scanner for each attempt (scanq_scan.attempt
+ * says which), so with several clamd backends the retry can go to another
+ * one within the same scan_timeout.
  */
 #ifndef CLAMFS_SCANQ_H
 #define CLAMFS_SCANQ_H
@@ -99,6 +112,7 @@ struct scanq_scan {
 	const struct vcache_file *file; /* identity and stamp at submit */
 	int timeout_ms;			/* what is left of the deadline, > 0 */
 	struct cdp_cancel *cancel; /* triggered when nobody waits any more */
+	unsigned int attempt;	   /* 0, then 1 for the retry */
 };
 
 /*
@@ -110,6 +124,9 @@ typedef void scanq_scan_fn(const struct scanq_scan *s, struct cdp_result *res);
 
 /* The real scanner: asks clamd through s->pool the way s->mode says. */
 void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
+
+/* A first attempt and one retry; see "Retries" above. */
+#define SCANQ_SCAN_ATTEMPTS 2
 
 #define SCANQ_SMALL_BYTES	 (1024 * 1024)
 #define SCANQ_MAX_QUEUED_PER_UID 1024
@@ -202,6 +219,11 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
  * queue's reaper thread, except for a request with prepare(), answered
  * when its (then cancelled) scan ends; when no waiter of a scan is left,
  * the scan is cancelled too.
+ * The caller must serialise it with done(): done() may not return while
+ * scanq_interrupt(w) still runs (the scan, and what it points to, may be
+ * freed right after done()), and no scanq_interrupt(w) may start once done()
+ * has. The daemon gets both from libfuse: done() clears the request's
+ * interrupt callback, which waits for a running one and stops later ones.
  */
 void scanq_interrupt(struct scan_waiter *w);
 
@@ -211,7 +233,8 @@ bool scanq_waiter_interrupted(const struct scan_waiter *w);
 struct scanq_counters {
 	uint64_t scans;	  /* scans sent to clamd */
 	uint64_t joined;  /* submits that joined a scan in flight */
-	uint64_t retries; /* immediate retries after a broken connection */
+	uint64_t retries; /* immediate retries after a broken connection or
+			   * a protocol error */
 	uint64_t cancelled;
 	uint64_t expired;    /* deadline passed while still queued */
 	uint64_t rejected;   /* submits refused: the uid's queue was full */

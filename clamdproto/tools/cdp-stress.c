@@ -290,10 +290,10 @@ int main(int argc, char **argv)
 	printf("first_error=%s\n", sh.first_err);
 	printf("elapsed_ms=%lld max_scan_ms=%lld\n", (long long)elapsed,
 	       (long long)sh.max_ms);
-	printf("connects=%lu reuses=%lu retries=%lu discards=%lu waits=%lu "
-	       "open=%u idle=%u\n",
-	       ctr.connects, ctr.reuses, ctr.retries, ctr.discards, ctr.waits,
-	       ctr.open, ctr.idle);
+	printf("connects=%lu reuses=%lu dead_sessions=%lu discards=%lu "
+	       "waits=%lu open=%u idle=%u\n",
+	       ctr.connects, ctr.reuses, ctr.dead_sessions, ctr.discards,
+	       ctr.waits, ctr.open, ctr.idle);
 
 	free(tids);
 	cdp_cancel_free(sh.cancel);

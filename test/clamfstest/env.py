@@ -18,7 +18,8 @@ SANITIZE = os.environ.get("CLAMFS_SANITIZE", "").lower() in ("1", "on",
 SLOW = 3.0 if SANITIZE else 1.0
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:",
-                     "LeakSanitizer", "ERROR: UndefinedBehaviorSanitizer")
+                     "LeakSanitizer", "ERROR: UndefinedBehaviorSanitizer",
+                     "WARNING: ThreadSanitizer")
 
 
 class MissingProgram(AssertionError):
@@ -57,7 +58,8 @@ def sanitizer_env(prefix, base=None):
     """The environment with sanitizer reports going to files prefix.PID (a
     daemonized clamfs has no stderr left to report on)."""
     env = dict(os.environ if base is None else base)
-    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+                "TSAN_OPTIONS"):
         cur = env.get(var, "")
         env[var] = (cur + ":" if cur else "") + f"log_path={prefix}"
     return env

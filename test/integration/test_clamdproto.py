@@ -187,7 +187,7 @@ def test_idle_session_closed_by_clamd(clamd_factory, files):
         if f == clean:
             # The first session was dropped, a second one opened.
             assert kv["connects"] == "2"
-            assert int(kv["discards"]) + int(kv["retries"]) >= 1
+            assert int(kv["discards"]) >= 1
     # Without the sleep the session is reused.
     _, kv = run_stress("--clamd", c.socket, "--mode", "fdpass",
                        "--iterations", 5, clean)

@@ -168,9 +168,11 @@ def test_premature_ok_for_unsent_stream(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["close", "timed-out"])
-def test_session_dead_on_reuse_is_retried_once(target, how):
+def test_session_dead_on_reuse_is_not_retried(target, how):
     """The session passes the idle check but dies when the second command
-    arrives: the library retries on a fresh connection, once."""
+    arrives: the library does not retry (the caller owns retries, see
+    scanq.h), says so as a connect error, and the next command connects
+    afresh."""
     def act(ctx):
         if ctx.conn_no == 1 and ctx.nth == 2:
             if how == "close":
@@ -182,24 +184,26 @@ def test_session_dead_on_reuse_is_retried_once(target, how):
         _, kv = run_stress("--clamd", fk.socket, "--mode", "fdpass",
                            "--iterations", 3, target)
         conns = fk.connections
-    assert [s["verdict"] for s in kv["scans_list"]] == ["clean"] * 3
-    assert kv["retries"] == "1"
+    assert [s["verdict"] for s in kv["scans_list"]] == \
+        ["clean", "error", "clean"]
+    assert kv["dead_sessions"] == "1" and kv["cat_connect"] == "1"
     assert kv["connects"] == "2" and conns == 2
 
 
-def test_no_endless_retry(target):
-    """Every connection dies at its second command: each scan retries at
-    most once, and a fresh connection that fails is an error."""
+def test_no_retry_in_the_library(target):
+    """Every connection dies at its second command: the dead session is an
+    error of its own (no retry here), a fresh connection that fails too."""
     def act(ctx):
         return ("close", b"") if ctx.nth >= 2 or ctx.conn_no >= 2 else \
             ("reply", "fd[7]: OK")
 
     with FakeClamd(act) as fk:
         _, kv = run_stress("--clamd", fk.socket, "--mode", "fdpass",
-                           "--iterations", 2, target)
-    assert [s["verdict"] for s in kv["scans_list"]] == ["clean", "error"]
-    assert kv["retries"] == "1"
-    assert kv["cat_protocol"] == "1"
+                           "--iterations", 3, target)
+    assert [s["verdict"] for s in kv["scans_list"]] == \
+        ["clean", "error", "error"]
+    assert kv["dead_sessions"] == "1"
+    assert kv["cat_connect"] == "1" and kv["cat_protocol"] == "1"
 
 
 @pytest.mark.parametrize("mode", ["fdpass", "stream", "buf"])

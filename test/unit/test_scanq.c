@@ -4,6 +4,8 @@
  * interruption of running and of queued scans, deadlines counted from
  * submission, round-robin between uids, the small-file lane, the per-uid
  * bound, and answer_first waiters getting their verdict before the others.
+ * A scripted scanner covers retries (how many, and when not), withdrawal of
+ * a queued scan's last waiter, and scanq_reconfigure with scans under way.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -150,9 +152,16 @@ static int fake_nscans(void)
 	return n;
 }
 
-/* A waiter that records its outcome and when it came. */
+/*
+ * A waiter that records its outcome and when it came. Its interrupts go
+ * through t_interrupt, which keeps the contract the daemon gets from
+ * libfuse (see scanq_interrupt): done() waits for an interrupt still
+ * running, and no interrupt starts once done() has.
+ */
 struct twaiter {
 	struct scan_waiter w; /* first */
+	pthread_mutex_t ilock;
+	bool answered; /* under ilock */
 	atomic_int done;
 	int seq; /* 1 for the first done() since the queue was made, ... */
 	struct scan_outcome o;
@@ -165,6 +174,9 @@ static void on_done(struct scan_waiter *w, const struct scan_outcome *o)
 {
 	struct twaiter *t = (struct twaiter *)w;
 
+	pthread_mutex_lock(&t->ilock);
+	t->answered = true;
+	pthread_mutex_unlock(&t->ilock);
 	t->o = *o;
 	t->at_ms = now_ms();
 	t->seq = atomic_fetch_add(&total_done, 1) + 1;
@@ -174,8 +186,17 @@ static void on_done(struct scan_waiter *w, const struct scan_outcome *o)
 static void twaiter_init(struct twaiter *t, bool answer_first)
 {
 	memset(t, 0, sizeof(*t));
+	pthread_mutex_init(&t->ilock, NULL);
 	t->w.done = on_done;
 	t->w.answer_first = answer_first;
+}
+
+static void t_interrupt(struct twaiter *t)
+{
+	pthread_mutex_lock(&t->ilock);
+	if (!t->answered)
+		scanq_interrupt(&t->w);
+	pthread_mutex_unlock(&t->ilock);
 }
 
 static bool wait_done(struct twaiter *t, int ms)
@@ -209,6 +230,16 @@ static int submit(struct scanq *q, ino_t ino, off_t size, uid_t uid,
 		  struct twaiter *t)
 {
 	return submit_fd(q, ino, size, uid, t, devnull);
+}
+
+static struct scanq *new_queue_cfg(const struct scanq_config *cfg)
+{
+	struct scanq *q = NULL;
+
+	fake_reset();
+	atomic_store(&total_done, 0);
+	assert_int_equal(scanq_new(cfg, &q), 0);
+	return q;
 }
 
 static struct scanq *new_queue(unsigned int threads, int timeout_ms,
@@ -306,7 +337,7 @@ static void test_interrupt_running_scan(void **state)
 	assert_int_equal(submit(q, 20, 100, 1, &b), 0);
 	assert_true(fake_wait_scans(1));
 	/* one of two waiters gives up: it is answered now, the scan goes on */
-	scanq_interrupt(&a.w);
+	t_interrupt(&a);
 	assert_true(wait_done(&a, 2000));
 	assert_true(scanq_waiter_interrupted(&a.w));
 	assert_int_equal(a.o.res.cat, CDP_ERR_CANCELLED);
@@ -317,7 +348,7 @@ static void test_interrupt_running_scan(void **state)
 	/* the last waiter gives up: the scan itself is cancelled */
 	assert_int_equal(submit(q, 21, 100, 1, &c), 0);
 	assert_true(fake_wait_scans(2));
-	scanq_interrupt(&c.w);
+	t_interrupt(&c);
 	assert_true(wait_done(&c, 2000));
 	assert_int_equal(c.o.res.cat, CDP_ERR_CANCELLED);
 	scanq_free(q);
@@ -352,7 +383,7 @@ static void test_creator_gone_scan_reads_its_file(void **state)
 	assert_true(fake_wait_scans(1));
 	assert_int_equal(submit_fd(q, 26, 100, 1, &a, fd), 0);
 	assert_int_equal(submit(q, 26, 100, 2, &b), 0);
-	scanq_interrupt(&a.w);
+	t_interrupt(&a);
 	assert_true(wait_done(&a, 2000));
 	close(fd);
 	other = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -381,7 +412,7 @@ static void test_interrupt_queued_scan(void **state)
 	assert_int_equal(submit(q, 31, 100, 1, &b), 0);
 	/* b waits for the only thread, which is busy: it ends all the same */
 	t0 = now_ms();
-	scanq_interrupt(&b.w);
+	t_interrupt(&b);
 	assert_true(wait_done(&b, 2000));
 	assert_true(b.at_ms - t0 < 1000);
 	assert_int_equal(b.o.res.cat, CDP_ERR_CANCELLED);
@@ -474,10 +505,14 @@ static void test_small_file_lane(void **state)
 	assert_int_equal(fake_nscans(), 1);
 	twaiter_init(&small, false);
 	t0 = now_ms();
-	fake.fast_from = 800; /* the small file's scan does not block */
+	/* the small file's scan does not block (the big ones run: lock) */
+	pthread_mutex_lock(&fake.lock);
+	fake.fast_from = 800;
+	pthread_mutex_unlock(&fake.lock);
 	assert_int_equal(submit(q, 800, 7, 2000, &small), 0);
 	assert_true(wait_done(&small, 2000));
-	assert_true(small.at_ms - t0 < 500);
+	/* the big scans block until released: any answer before shows it */
+	assert_true(small.at_ms - t0 < 1500);
 	assert_int_equal(small.o.res.verdict, CDP_CLEAN);
 	assert_false(atomic_load(&big[0].done));
 	fake_release((ino_t)-1);
@@ -536,6 +571,366 @@ static void test_free_cancels_queued(void **state)
 	assert_int_equal(fake_nscans(), 1);
 }
 
+/*
+ * The scripted scanner: its first fail_calls calls end in an error of
+ * category cat (after waiting for the cancel, or for the deadline to pass,
+ * if asked to); later calls are clean. Every call is recorded.
+ */
+#define SCRIPT_CALLS 8
+
+struct script {
+	pthread_mutex_t lock;
+	int calls;
+	int fail_calls;
+	enum cdp_errcat cat;
+	bool wait_cancel;   /* fail only once cancelled */
+	bool outlive_limit; /* fail only after the time it was given */
+	bool block;	    /* clean calls wait for release */
+	bool released;
+	unsigned int attempt[SCRIPT_CALLS];
+	struct cdp_pool *pool[SCRIPT_CALLS];
+	enum scan_mode mode[SCRIPT_CALLS];
+	int timeout_ms[SCRIPT_CALLS];
+};
+
+static struct script script = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void script_reset(int fail_calls, enum cdp_errcat cat)
+{
+	pthread_mutex_lock(&script.lock);
+	script.calls = 0;
+	script.fail_calls = fail_calls;
+	script.cat = cat;
+	script.wait_cancel = false;
+	script.outlive_limit = false;
+	script.block = false;
+	script.released = false;
+	pthread_mutex_unlock(&script.lock);
+}
+
+static int script_calls(void)
+{
+	int n;
+
+	pthread_mutex_lock(&script.lock);
+	n = script.calls;
+	pthread_mutex_unlock(&script.lock);
+	return n;
+}
+
+static bool script_wait_calls(int n)
+{
+	uint64_t end = now_ms() + 5000;
+
+	while (script_calls() < n) {
+		if (now_ms() > end)
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
+static void script_release(void)
+{
+	pthread_mutex_lock(&script.lock);
+	script.released = true;
+	pthread_mutex_unlock(&script.lock);
+}
+
+static void script_scan(const struct scanq_scan *s, struct cdp_result *res)
+{
+	uint64_t limit = now_ms() + (uint64_t)s->timeout_ms;
+	bool fail, block;
+	int n;
+
+	memset(res, 0, sizeof(*res));
+	pthread_mutex_lock(&script.lock);
+	n = script.calls++;
+	if (n < SCRIPT_CALLS) {
+		script.attempt[n] = s->attempt;
+		script.pool[n] = s->pool;
+		script.mode[n] = s->mode;
+		script.timeout_ms[n] = s->timeout_ms;
+	}
+	fail = n < script.fail_calls;
+	block = !fail && script.block;
+	pthread_mutex_unlock(&script.lock);
+	for (;;) {
+		bool go = true;
+
+		pthread_mutex_lock(&script.lock);
+		if (fail && script.wait_cancel)
+			go = cdp_cancel_triggered(s->cancel);
+		else if (fail && script.outlive_limit)
+			go = now_ms() > limit + 20;
+		else if (block)
+			go = script.released || cdp_cancel_triggered(s->cancel);
+		pthread_mutex_unlock(&script.lock);
+		if (go)
+			break;
+		usleep(2000);
+	}
+	if (fail) {
+		res->verdict = CDP_ERROR;
+		res->cat = script.cat;
+		res->err = EPIPE;
+	} else if (cdp_cancel_triggered(s->cancel)) {
+		res->verdict = CDP_ERROR;
+		res->cat = CDP_ERR_CANCELLED;
+	} else {
+		res->verdict = CDP_CLEAN;
+	}
+}
+
+static struct scanq *script_queue(int timeout_ms)
+{
+	struct scanq_config cfg = {
+		.threads = 1,
+		.timeout_ms = timeout_ms,
+		.scan = script_scan,
+	};
+
+	return new_queue_cfg(&cfg);
+}
+
+/* A connection that broke once: one retry, and the verdict is clean. */
+static void test_retry_once_then_clean(void **state)
+{
+	enum cdp_errcat cats[] = {CDP_ERR_CONNECT, CDP_ERR_PROTOCOL};
+	struct scanq_counters cnt;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cats) / sizeof(cats[0]); i++) {
+		struct scanq *q = script_queue(10000);
+		struct twaiter a;
+
+		script_reset(1, cats[i]);
+		twaiter_init(&a, false);
+		assert_int_equal(submit(q, 200 + i, 100, 1, &a), 0);
+		assert_true(wait_done(&a, 5000));
+		assert_int_equal(a.o.res.verdict, CDP_CLEAN);
+		scanq_counters(q, &cnt);
+		scanq_free(q);
+		assert_int_equal(script_calls(), 2);
+		assert_int_equal(script.attempt[0], 0);
+		assert_int_equal(script.attempt[1], 1);
+		/* one scan sent, retried once */
+		assert_int_equal(cnt.scans, 1);
+		assert_int_equal(cnt.retries, 1);
+	}
+}
+
+/* Broken every time: an error after exactly SCANQ_SCAN_ATTEMPTS calls. */
+static void test_retry_gives_up(void **state)
+{
+	struct scanq *q = script_queue(10000);
+	struct scanq_counters cnt;
+	struct twaiter a;
+
+	(void)state;
+	script_reset(100, CDP_ERR_CONNECT);
+	twaiter_init(&a, false);
+	assert_int_equal(submit(q, 210, 100, 1, &a), 0);
+	assert_true(wait_done(&a, 5000));
+	assert_int_equal(a.o.res.verdict, CDP_ERROR);
+	assert_int_equal(a.o.res.cat, CDP_ERR_CONNECT);
+	scanq_counters(q, &cnt);
+	scanq_free(q);
+	assert_int_equal(SCANQ_SCAN_ATTEMPTS, 2);
+	assert_int_equal(script_calls(), SCANQ_SCAN_ATTEMPTS);
+	assert_int_equal(cnt.retries, SCANQ_SCAN_ATTEMPTS - 1);
+}
+
+/* clamd answered (an error of its own): asking again would not help. */
+static void test_no_retry_of_clamd_error(void **state)
+{
+	struct scanq *q = script_queue(10000);
+	struct twaiter a;
+
+	(void)state;
+	script_reset(1, CDP_ERR_CLAMD);
+	twaiter_init(&a, false);
+	assert_int_equal(submit(q, 215, 100, 1, &a), 0);
+	assert_true(wait_done(&a, 5000));
+	assert_int_equal(a.o.res.cat, CDP_ERR_CLAMD);
+	scanq_free(q);
+	assert_int_equal(script_calls(), 1);
+}
+
+/* The connection breaks as the scan is cancelled: no retry. */
+static void test_no_retry_after_cancel(void **state)
+{
+	struct scanq *q = script_queue(10000);
+	struct twaiter a;
+
+	(void)state;
+	script_reset(100, CDP_ERR_CONNECT);
+	script.wait_cancel = true;
+	twaiter_init(&a, false);
+	assert_int_equal(submit(q, 220, 100, 1, &a), 0);
+	assert_true(script_wait_calls(1));
+	t_interrupt(&a);
+	assert_true(wait_done(&a, 2000));
+	/*
+	 * Answered by the reaper (cancelled) or, when the scan ended first,
+	 * with its error: the daemon looks at the interrupt either way.
+	 */
+	assert_true(scanq_waiter_interrupted(&a.w));
+	assert_int_equal(a.o.res.verdict, CDP_ERROR);
+	/* scanq_free waits for the scanner thread: a retry would show */
+	scanq_free(q);
+	assert_int_equal(script_calls(), 1);
+}
+
+/* The connection breaks when the deadline has passed: no retry. */
+static void test_no_retry_past_deadline(void **state)
+{
+	struct scanq *q = script_queue(300);
+	struct scanq_counters cnt;
+	struct twaiter a;
+
+	(void)state;
+	script_reset(100, CDP_ERR_PROTOCOL);
+	script.outlive_limit = true;
+	twaiter_init(&a, false);
+	assert_int_equal(submit(q, 230, 100, 1, &a), 0);
+	assert_true(wait_done(&a, 5000));
+	assert_int_equal(a.o.res.verdict, CDP_ERROR);
+	assert_int_equal(a.o.res.cat, CDP_ERR_PROTOCOL);
+	/* clamd was asked: not an expiry in the queue */
+	assert_false(a.o.expired_queued);
+	scanq_counters(q, &cnt);
+	scanq_free(q);
+	assert_int_equal(script_calls(), 1);
+	assert_int_equal(cnt.retries, 0);
+}
+
+/*
+ * Two waiters on a queued scan leave one after the other: the first is
+ * answered and the scan stays queued; when the last leaves, the scan ends
+ * unscanned, gives back its place in the uid's bound, and the same file
+ * submitted again gets a scan of its own.
+ */
+static void test_withdraw_last_waiter_of_queued_scan(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 1);
+	struct twaiter gate, a, b, c, other;
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	twaiter_init(&c, false);
+	twaiter_init(&other, false);
+	assert_int_equal(submit(q, 300, 100, 1, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit(q, 301, 100, 1, &a), 0);
+	assert_int_equal(submit(q, 301, 100, 1, &b), 0);
+	t_interrupt(&a);
+	assert_true(wait_done(&a, 2000));
+	assert_int_equal(a.o.res.cat, CDP_ERR_CANCELLED);
+	/* b still waits: the scan keeps its place, the bound is reached */
+	usleep(50 * 1000);
+	assert_false(atomic_load(&b.done));
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.queued, 1);
+	assert_int_equal(cnt.cancelled, 0);
+	assert_int_equal(submit(q, 302, 100, 1, &other), -EAGAIN);
+	t_interrupt(&b);
+	assert_true(wait_done(&b, 2000));
+	assert_int_equal(b.o.res.cat, CDP_ERR_CANCELLED);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.queued, 0);
+	assert_int_equal(cnt.cancelled, 1);
+	/* the place is free again, and the file is scanned afresh */
+	assert_int_equal(submit(q, 301, 100, 1, &c), 0);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.joined, 1); /* b's join only */
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&gate, 5000) && wait_done(&c, 5000));
+	assert_int_equal(c.o.res.verdict, CDP_CLEAN);
+	scanq_free(q);
+	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(fake.order[1], 301);
+}
+
+static atomic_int holds, releases;
+
+static void *count_hold(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&holds, 1);
+	return &holds;
+}
+
+static void count_release(void *token)
+{
+	assert_ptr_equal(token, &holds);
+	atomic_fetch_add(&releases, 1);
+}
+
+/*
+ * scanq_reconfigure with one scan running and one queued: the running scan
+ * keeps the pool and mode it started with, the queued one starts with the
+ * new ones but keeps the deadline of its submission; a scan submitted after
+ * the call gets the new timeout. Every hold is released.
+ */
+static void test_reconfigure_under_way(void **state)
+{
+	static char pool_a, pool_b; /* never dereferenced by the scanner */
+	struct scanq_config cfg = {
+		.threads = 1,
+		.timeout_ms = 10000,
+		.scan = script_scan,
+		.pool = (struct cdp_pool *)&pool_a,
+		.mode = SCAN_MODE_FDPASS,
+		.hold = count_hold,
+		.release = count_release,
+	};
+	struct scanq *q;
+	struct twaiter run, queued, late;
+	uint64_t t0;
+
+	(void)state;
+	atomic_store(&holds, 0);
+	atomic_store(&releases, 0);
+	q = new_queue_cfg(&cfg);
+	script_reset(0, CDP_ERR_NONE);
+	script.block = true;
+	twaiter_init(&run, false);
+	twaiter_init(&queued, false);
+	twaiter_init(&late, false);
+	assert_int_equal(submit(q, 400, 100, 1, &run), 0);
+	assert_true(script_wait_calls(1));
+	assert_int_equal(submit(q, 401, 100, 2, &queued), 0);
+	scanq_reconfigure(q, (struct cdp_pool *)&pool_b, SCAN_MODE_STREAM, 300);
+	assert_int_equal(scanq_mode(q), SCAN_MODE_STREAM);
+	/* the new timeout: a scan submitted now expires while queued */
+	t0 = now_ms();
+	assert_int_equal(submit(q, 402, 100, 3, &late), 0);
+	assert_true(wait_done(&late, 3000));
+	assert_true(late.at_ms - t0 < 1500);
+	assert_int_equal(late.o.res.cat, CDP_ERR_TIMEOUT);
+	assert_true(late.o.expired_queued);
+	/* the queued scan submitted before the change is still waiting */
+	assert_false(atomic_load(&queued.done));
+	script_release();
+	assert_true(wait_done(&run, 5000) && wait_done(&queued, 5000));
+	assert_int_equal(run.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(queued.o.res.verdict, CDP_CLEAN);
+	scanq_free(q);
+	assert_int_equal(script_calls(), 2);
+	assert_ptr_equal(script.pool[0], &pool_a);
+	assert_int_equal(script.mode[0], SCAN_MODE_FDPASS);
+	assert_ptr_equal(script.pool[1], &pool_b);
+	assert_int_equal(script.mode[1], SCAN_MODE_STREAM);
+	/* its deadline still counts from its submission, 10 s */
+	assert_true(script.timeout_ms[1] > 1000);
+	assert_int_equal(atomic_load(&holds), 2);
+	assert_int_equal(atomic_load(&releases), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -549,6 +944,13 @@ int main(void)
 		cmocka_unit_test(test_small_file_lane),
 		cmocka_unit_test(test_bound_per_uid),
 		cmocka_unit_test(test_free_cancels_queued),
+		cmocka_unit_test(test_retry_once_then_clean),
+		cmocka_unit_test(test_retry_gives_up),
+		cmocka_unit_test(test_no_retry_of_clamd_error),
+		cmocka_unit_test(test_no_retry_after_cancel),
+		cmocka_unit_test(test_no_retry_past_deadline),
+		cmocka_unit_test(test_withdraw_last_waiter_of_queued_scan),
+		cmocka_unit_test(test_reconfigure_under_way),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
