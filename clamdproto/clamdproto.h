@@ -159,13 +159,13 @@ const struct cdp_addr *cdp_pool_addr(const struct cdp_pool *pool);
 
 /* Counters, for tests and statistics; read under the pool lock. */
 struct cdp_pool_counters {
-	unsigned long connects; /* connections opened successfully */
-	unsigned long reuses;	/* commands sent on a reused session */
+	unsigned long connects;	     /* connections opened successfully */
+	unsigned long reuses;	     /* commands sent on a reused session */
 	unsigned long dead_sessions; /* reused sessions clamd had closed */
-	unsigned long discards; /* connections closed instead of kept */
-	unsigned long waits;	/* callers that waited for a free slot */
-	unsigned open;		/* connections open now */
-	unsigned idle;		/* of which idle in the pool */
+	unsigned long discards;	     /* connections closed instead of kept */
+	unsigned long waits;	     /* callers that waited for a free slot */
+	unsigned open;		     /* connections open now */
+	unsigned idle;		     /* of which idle in the pool */
 };
 void cdp_pool_counters(struct cdp_pool *pool, struct cdp_pool_counters *c);
 

@@ -46,7 +46,7 @@ int action_delete(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
 	int dirfd, ret;
 
 	dirfd = pathwalk_parent(backend_fd, relpath, 0, buf, sizeof(buf),
-			    &base);
+				&base);
 	if (dirfd < 0)
 		return dirfd;
 	ret = same_file_at(dirfd, base, dev, ino);
@@ -163,14 +163,14 @@ int action_quarantine(int backend_fd, const char *relpath, dev_t dev, ino_t ino,
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
 	dirfd = pathwalk_parent(backend_fd, relpath, 0, src_buf,
-			    sizeof(src_buf), &base);
+				sizeof(src_buf), &base);
 	if (dirfd < 0)
 		return dirfd;
 	ret = same_file_st(dirfd, base, dev, ino, &st);
 	if (ret)
 		goto out;
-	qdir = pathwalk_parent(qdir_fd, relpath, PATHWALK_CREATE, dst_buf, sizeof(dst_buf),
-			   &qbase);
+	qdir = pathwalk_parent(qdir_fd, relpath, PATHWALK_CREATE, dst_buf,
+			       sizeof(dst_buf), &qbase);
 	if (qdir < 0) {
 		ret = qdir;
 		goto out;

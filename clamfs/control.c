@@ -113,8 +113,7 @@ out:
 	fuse_reply_err(req, -ret);
 }
 
-static void reply_text(fuse_req_t req, size_t size, const char *text,
-		       size_t n)
+static void reply_text(fuse_req_t req, size_t size, const char *text, size_t n)
 {
 	if (size == 0)
 		fuse_reply_xattr(req, n);

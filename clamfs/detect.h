@@ -39,5 +39,4 @@ void detect_free(struct detect *d);
  */
 void detect_report(struct detect *d, const struct detection *det);
 
-
 #endif

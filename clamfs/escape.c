@@ -46,8 +46,8 @@ int escape_put(FILE *out, const char *s, size_t max, unsigned int flags,
 			 */
 			size_t want = sequence_length(c);
 
-			for (n = 1; n < want &&
-				    ((unsigned char)s[n] & 0xc0) == 0x80;
+			for (n = 1;
+			     n < want && ((unsigned char)s[n] & 0xc0) == 0x80;
 			     n++)
 				;
 			memcpy(esc, s, n);

@@ -321,8 +321,8 @@ int main(int argc, char *argv[])
 		ret = EXIT_MOUNT;
 		goto out_signals;
 	}
-	log_init(!opts.foreground, opts.debug ? LOG_LEVEL_DEBUG
-					      : (enum log_level)opts.log_level);
+	log_init(!opts.foreground,
+		 opts.debug ? LOG_LEVEL_DEBUG : (enum log_level)opts.log_level);
 	if (fuse_daemonize(opts.foreground) != 0)
 		goto out_unmount;
 	if (runtime_start(rt, argc, argv) != 0) {

@@ -114,10 +114,10 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 	 * the content is recorded as untrusted, so the next open drops the
 	 * pages.
 	 */
-	fi->keep_cache = st &&
-			 inode_stamp_unchanged(inode, &st->st,
-					       stamp_settled(fs, st)) &&
-			 inode_writers(inode) == 0;
+	fi->keep_cache =
+		st &&
+		inode_stamp_unchanged(inode, &st->st, stamp_settled(fs, st)) &&
+		inode_writers(inode) == 0;
 	/* nothing to flush on close for a reader; spares a round trip */
 	fi->noflush = !writer;
 	fi->fh = (uint64_t)fd;
@@ -212,12 +212,11 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 	case INFECTED_DENY:
 		break;
 	case INFECTED_QUARANTINE:
-		ret = rel ? action_quarantine(inode_fd(itab_root(fs->itab)),
-					      rel, p->stamp.st.st_dev,
-					      p->stamp.st.st_ino,
-					      fs->quarantine_fd, dest,
-					      sizeof(dest), &p->removed_from,
-					      &note)
+		ret = rel ? action_quarantine(
+				    inode_fd(itab_root(fs->itab)), rel,
+				    p->stamp.st.st_dev, p->stamp.st.st_ino,
+				    fs->quarantine_fd, dest, sizeof(dest),
+				    &p->removed_from, &note)
 			  : -ENOENT;
 		if (ret == 0) {
 			note_removed(p, rel);
@@ -226,8 +225,9 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 			snprintf(outcome, sizeof(outcome),
 				 "quarantined_as=%s%s%s%s", qdest,
 				 note.record_error ? " record_failed=\"" : "",
-				 note.record_error ? strerror(-note.record_error)
-						   : "",
+				 note.record_error
+					 ? strerror(-note.record_error)
+					 : "",
 				 note.record_error ? "\"" : "");
 			stats_inc(&fs->stats, STAT_QUARANTINED);
 		} else {
@@ -294,8 +294,7 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 	char more[48] = "";
 
 	stats_error(&fs->stats, res->cat);
-	stats_inc(&fs->stats,
-		  allow ? STAT_ERRORS_ALLOWED : STAT_ERRORS_DENIED);
+	stats_inc(&fs->stats, allow ? STAT_ERRORS_ALLOWED : STAT_ERRORS_DENIED);
 	/* clamd down means a failure per open: do not flood the log */
 	if (!log_limit_pass(&limit, &held_back))
 		return allow;
@@ -336,8 +335,7 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 						  : VCACHE_INFECTED,
 		      o->res.text, o->gen);
 	/* a writer that came in meanwhile did not see the entry: drop it */
-	if (inode_writers(p->inode) != 0 ||
-	    inode_write_seq(p->inode) != o->tag)
+	if (inode_writers(p->inode) != 0 || inode_write_seq(p->inode) != o->tag)
 		vcache_invalidate(vc, f.dev, f.ino);
 }
 
@@ -346,8 +344,7 @@ static void close_scanned(struct pending *p, const struct scan_outcome *o)
 	if (o->res.verdict == CDP_INFECTED) {
 		act_on_infected(p->fs, p, "close", o->res.text, false);
 		forget_removed_name(p->fs, p);
-	}
-	else if (o->res.verdict == CDP_ERROR)
+	} else if (o->res.verdict == CDP_ERROR)
 		allow_after_error(p->fs, p, o);
 	close(p->fd);
 }
@@ -514,8 +511,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
  * process may have dropped groups its uid has. NULL (none known, so no
  * exemption by them) on failure; free what is not small.
  */
-static gid_t *opener_groups(fuse_req_t req, gid_t *small, size_t cap,
-			    size_t *n)
+static gid_t *opener_groups(fuse_req_t req, gid_t *small, size_t cap, size_t *n)
 {
 	int got = fuse_req_getgroups(req, (int)cap, small);
 	gid_t *big;
@@ -577,8 +573,8 @@ static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
 		rel = fs_fd_only_name(fs, fd, buf, sizeof(buf));
 	if (policy_wants_groups(fs_policy(fs), ctx->uid, ctx->gid))
 		groups = opener_groups(req, small, 64, &ngroups);
-	d = policy_decide_groups(fs_policy(fs), rel, ctx->uid, ctx->gid,
-				 groups, ngroups, (uint64_t)st->st_size);
+	d = policy_decide_groups(fs_policy(fs), rel, ctx->uid, ctx->gid, groups,
+				 ngroups, (uint64_t)st->st_size);
 	if (groups != small)
 		free(groups);
 	switch (d) {
@@ -596,8 +592,7 @@ static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
 		return UNSCANNED_ALLOW;
 	case POLICY_DENY_OVERSIZE:
 		stats_inc(&fs->stats, STAT_OVERSIZE_DENIED);
-		debug_open(fs, fd, "denied-oversize", ctx->pid, ctx->uid,
-			   NULL);
+		debug_open(fs, fd, "denied-oversize", ctx->pid, ctx->uid, NULL);
 		return UNSCANNED_DENY;
 	}
 	return UNSCANNED_SCAN;
@@ -754,8 +749,7 @@ static bool close_scan_wanted(struct clamfs_fs *fs, int fd,
 			     (uint64_t)st->st_size) == POLICY_SCAN;
 }
 
-void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
-		  int flags)
+void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 {
 	struct generation *pin = NULL;
 	struct pending *p;

@@ -20,8 +20,7 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 	       const struct fuse_entry_param *created);
 
 /* A file handle is released: writer bookkeeping, scan_on_close. Takes fd. */
-void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd,
-		  int flags);
+void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags);
 
 /* The file is being modified through the mount. */
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode);

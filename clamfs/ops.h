@@ -22,10 +22,9 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		struct fuse_file_info *fi);
 void op_readlink(fuse_req_t req, fuse_ino_t ino);
 void op_access(fuse_req_t req, fuse_ino_t ino, int mask);
-void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode, dev_t rdev);
-void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode);
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	      dev_t rdev);
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
 void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		const char *name);
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
@@ -37,8 +36,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 /* ops_file.c */
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-	       mode_t mode, struct fuse_file_info *fi);
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi);
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     struct fuse_file_info *fi);
 void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf,
@@ -71,8 +70,7 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 /* ops_xattr.c */
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		 const char *value, size_t size, int flags);
-void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		 size_t size);
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 

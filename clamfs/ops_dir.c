@@ -214,18 +214,16 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			if (err == -EMFILE || err == -ENFILE ||
 			    (referenced && itab_low(fs->itab)))
 				attach = false;
-			need = fuse_add_direntry_plus(req, buf + used,
-						      size - used,
-						      d->pending->d_name, &e,
-						      next);
+			need = fuse_add_direntry_plus(
+				req, buf + used, size - used,
+				d->pending->d_name, &e, next);
 		} else {
-			struct stat st = {
-				.st_ino = d->pending->d_ino,
-				.st_mode = (mode_t)d->pending->d_type << 12};
+			struct stat st = {.st_ino = d->pending->d_ino,
+					  .st_mode = (mode_t)d->pending->d_type
+						     << 12};
 
 			need = fuse_add_direntry(req, buf + used, size - used,
-						 d->pending->d_name, &st,
-						 next);
+						 d->pending->d_name, &st, next);
 		}
 		if (need > size - used) {
 			/* does not fit: undo its reference, resend it next */

@@ -136,8 +136,8 @@ static int create_open(int dirfd, const char *name, int flags, mode_t mode)
 	return fd;
 }
 
-void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-	       mode_t mode, struct fuse_file_info *fi)
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi)
 {
 	struct clamfs_fs *fs = req_fs(req);
 	struct inode *dir = req_inode(req, parent);
@@ -291,8 +291,8 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	}
 	gate_note_write(req_fs(req), out);
 	switched = req_writer_enter(req, fi_fd(fi_out));
-	n = copy_file_range(fi_fd(fi_in), &off_in, fi_fd(fi_out), &off_out,
-			    len, (unsigned int)flags);
+	n = copy_file_range(fi_fd(fi_in), &off_in, fi_fd(fi_out), &off_out, len,
+			    (unsigned int)flags);
 	err = errno;
 	req_writer_leave(switched);
 

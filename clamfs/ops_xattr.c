@@ -63,8 +63,8 @@ static bool identity_free(const char *name)
 }
 
 /* Replies to a get/list call: size 0 asks for the length only. */
-static void reply_xattr_value(fuse_req_t req, size_t size, ssize_t n,
-			      int err, const char *buf)
+static void reply_xattr_value(fuse_req_t req, size_t size, ssize_t n, int err,
+			      const char *buf)
 {
 	if (n == -1)
 		fuse_reply_err(req, err);
@@ -74,8 +74,7 @@ static void reply_xattr_value(fuse_req_t req, size_t size, ssize_t n,
 		fuse_reply_buf(req, buf, (size_t)n);
 }
 
-void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		 size_t size)
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	char path[PROC_FD_PATH_MAX], *buf = NULL;
 	struct req_identity id;

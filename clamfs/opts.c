@@ -215,8 +215,9 @@ static int assign_paths(struct parse_ctx *ctx)
 	if (opts->check)
 		return 0; /* --check judges what is there */
 	if (!opts->backend && !opts->mountpoint)
-		return parse_fail(ctx, -EINVAL,
-				  "missing backend and mountpoint (try --help)");
+		return parse_fail(
+			ctx, -EINVAL,
+			"missing backend and mountpoint (try --help)");
 	if (!opts->mountpoint)
 		return parse_fail(ctx, -EINVAL, "missing mountpoint");
 	if (!opts->backend)
@@ -410,25 +411,32 @@ void opts_print_help(FILE *out, const char *progname)
 		"usage: %s [options] BACKEND MOUNTPOINT\n"
 		"       %s -o backend=BACKEND [options] MOUNTPOINT\n"
 		"\n"
-		"Mounts BACKEND at MOUNTPOINT (they may be the same directory)\n"
+		"Mounts BACKEND at MOUNTPOINT (they may be the same "
+		"directory)\n"
 		"and asks clamd about every file before it may be read.\n"
 		"\n"
 		"General options:\n"
 		"    -h, --help              print this help and exit\n"
 		"    -V, --version           print versions and exit\n"
-		"    --check                 check the configuration and clamd,\n"
-		"                            print clamd's version and limits;\n"
+		"    --check                 check the configuration and "
+		"clamd,\n"
+		"                            print clamd's version and "
+		"limits;\n"
 		"                            exit status as in clamfs(8)\n"
-		"    --reload MOUNTPOINT|PID re-read the configuration of a mount\n"
+		"    --reload MOUNTPOINT|PID re-read the configuration of a "
+		"mount\n"
 		"                            and wait: 0 applied, 2 rejected\n"
 		"    --drop-cache MOUNTPOINT|PID\n"
 		"                            forget a mount's cached verdicts\n"
 		"    --stats [--prometheus] [--output FILE] MOUNTPOINT...\n"
 		"                            print mounts' live statistics\n"
 		"    --import-clamfs-xml FILE\n"
-		"                            print the INI of a ClamFS XML file\n"
-		"    -f                      stay in the foreground, log to stderr\n"
-		"    -d, -o debug            log every FUSE request (implies -f)\n"
+		"                            print the INI of a ClamFS XML "
+		"file\n"
+		"    -f                      stay in the foreground, log to "
+		"stderr\n"
+		"    -d, -o debug            log every FUSE request (implies "
+		"-f)\n"
 		"    -s                      one FUSE worker thread\n",
 		progname, progname);
 	optable_print_help(out, "");

@@ -22,7 +22,7 @@
 #define OPTS_DEFAULT_CLAMD CDP_DEFAULT_ADDR
 
 struct clamfs_opts {
-	char *backend;    /* as given; resolved by the caller */
+	char *backend;	  /* as given; resolved by the caller */
 	char *mountpoint; /* as given */
 	bool foreground;
 	bool debug;
@@ -33,21 +33,21 @@ struct clamfs_opts {
 	bool clone_fd;
 	bool default_permissions; /* on unless no_default_permissions */
 	bool passthrough;	  /* passthrough=auto (default) or off */
-	unsigned int threads;     /* cap on FUSE worker threads */
+	unsigned int threads;	  /* cap on FUSE worker threads */
 	double attr_timeout;
 	double entry_timeout;
 	double negative_timeout;
 
 	/* scanning */
-	char *clamd;		       /* UNIX socket path or tcp://host:port */
+	char *clamd; /* UNIX socket path or tcp://host:port */
 	/*
 	 * enum scan_mode, or -1: chosen by the address. An int, not the
 	 * enum: scanq.h's enum has no "not given".
 	 */
 	int scan_mode;
-	unsigned int scan_timeout;     /* seconds */
-	unsigned int scan_threads;     /* scanner threads */
-	unsigned int clamd_connections; /* 0: as many as scan_threads */
+	unsigned int scan_timeout;	    /* seconds */
+	unsigned int scan_threads;	    /* scanner threads */
+	unsigned int clamd_connections;	    /* 0: as many as scan_threads */
 	unsigned int clamd_connect_timeout; /* seconds; 0: clamdproto's 5 */
 	unsigned long cache_entries;
 	unsigned int cache_ttl;	    /* seconds; 0 turns the cache off */
@@ -60,14 +60,14 @@ struct clamfs_opts {
 	struct policy policy;
 
 	/* operation */
-	char *config;	      /* the configuration file read, if any */
+	char *config; /* the configuration file read, if any */
 	enum log_level log_level;
 	char *mount_options;  /* FUSE mount options from the file */
 	char *mountpoint_opt; /* mountpoint= from the file or -o */
 };
 
 #define OPTS_DEFAULT_THREADS 16
-#define OPTS_MAX_THREADS 1024
+#define OPTS_MAX_THREADS     1024
 
 /*
  * Parses argv. On success returns 0, fills *opts (strings owned by opts,

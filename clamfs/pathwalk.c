@@ -52,8 +52,8 @@ int pathwalk_parent(int root_fd, const char *relpath, unsigned int flags,
 			ret = -EINVAL;
 			goto fail;
 		}
-		if ((flags & PATHWALK_CREATE) && mkdirat(fd, comp, 0700) == -1 &&
-		    errno != EEXIST) {
+		if ((flags & PATHWALK_CREATE) &&
+		    mkdirat(fd, comp, 0700) == -1 && errno != EEXIST) {
 			ret = -errno;
 			goto fail;
 		}

@@ -318,8 +318,8 @@ static int cmd_restore(const char *dir, const char *id, const char *to)
 	 * A record names the owner and mode the restored file gets (set-id
 	 * bits too): only what root alone could have written is trusted.
 	 */
-	qparent = pathwalk_parent(qfd, id, PATHWALK_ROOT_ONLY, qbuf, sizeof(qbuf),
-				  &qbase);
+	qparent = pathwalk_parent(qfd, id, PATHWALK_ROOT_ONLY, qbuf,
+				  sizeof(qbuf), &qbase);
 	if (qparent == -EPERM) {
 		fprintf(stderr,
 			"clamfs-quarantine: %s: refusing: the quarantine or a "

@@ -20,13 +20,13 @@ enum stat_counter {
 	STAT_OPENS_CHECKED, /* opens that went through the gate */
 	STAT_EMPTY,	    /* empty files, nothing to scan */
 	STAT_CACHE_HITS,
-	STAT_SCANS_WAITED,  /* opens that waited for a scan */
-	STAT_INFECTED,	    /* detections (opens or closes) */
-	STAT_DENIED,	    /* opens refused for a detection */
-	STAT_EXCLUDED,	    /* opens let through by a path/user rule */
+	STAT_SCANS_WAITED, /* opens that waited for a scan */
+	STAT_INFECTED,	   /* detections (opens or closes) */
+	STAT_DENIED,	   /* opens refused for a detection */
+	STAT_EXCLUDED,	   /* opens let through by a path/user rule */
 	STAT_OVERSIZE_ALLOWED,
 	STAT_OVERSIZE_DENIED,
-	STAT_ERRORS_DENIED, /* opens refused (EIO) for a scan error */
+	STAT_ERRORS_DENIED,  /* opens refused (EIO) for a scan error */
 	STAT_ERRORS_ALLOWED, /* opens let through after a scan error */
 	STAT_INTERRUPTED,
 	STAT_CLOSE_SCANS,

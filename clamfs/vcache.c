@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#define NIL UINT32_MAX
+#define NIL		  UINT32_MAX
 #define VCACHE_MAX_SHARDS 16
 
 struct ventry {
@@ -109,9 +109,9 @@ struct vcache *vcache_new(size_t capacity, unsigned int ttl_sec,
 	vc->clock_arg = clock_arg;
 	if (capacity == 0 || ttl_sec == 0 || capacity > UINT32_MAX / 2)
 		capacity = 0; /* a cache that holds nothing */
-	vc->nshards = capacity == 0 ? 0
+	vc->nshards = capacity == 0		     ? 0
 		      : capacity < VCACHE_MAX_SHARDS ? 1
-						       : VCACHE_MAX_SHARDS;
+						     : VCACHE_MAX_SHARDS;
 	if (vc->nshards == 0)
 		return vc;
 	per_shard = capacity / vc->nshards;

@@ -57,12 +57,14 @@ static void mmap_writes(int fd, long long size)
 {
 	if (ftruncate(fd, size) != 0)
 		die("ftruncate");
-	char *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	char *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       fd, 0);
 	if (p == MAP_FAILED)
 		die("mmap");
 	const long long step = 1 << 20;
 	for (long long off = 0; off < size; off += step)
-		memset(p + off, 0x5a, (size_t)(size - off < step ? size - off : step));
+		memset(p + off, 0x5a,
+		       (size_t)(size - off < step ? size - off : step));
 	if (munmap(p, (size_t)size) != 0)
 		die("munmap");
 }
@@ -70,7 +72,9 @@ static void mmap_writes(int fd, long long size)
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: falloc fallocate|mmap|write4k|write8k|write1m PATH SIZE\n");
+		fprintf(stderr,
+			"usage: falloc fallocate|mmap|write4k|write8k|write1m "
+			"PATH SIZE\n");
 		return 2;
 	}
 	const char *mode = argv[1];

@@ -124,10 +124,10 @@ static void test_command_line_wins(void **state)
 	opts_free(&o);
 
 	/* a single positional path is the mountpoint */
-	assert_int_equal(parse((char *[]){"clamfs", "/cli/m", "-o", cfgopt,
-					  NULL},
-			       &o, &args, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+		parse((char *[]){"clamfs", "/cli/m", "-o", cfgopt, NULL}, &o,
+		      &args, err, sizeof(err)),
+		0);
 	assert_string_equal(o.backend, "/file/b");
 	assert_string_equal(o.mountpoint, "/cli/m");
 	fuse_opt_free_args(&args);
@@ -143,10 +143,10 @@ static void expect_error(const char *text, const char *needle)
 
 	write_config(text);
 	snprintf(cfgopt, sizeof(cfgopt), "config=%s", path);
-	assert_int_equal(parse((char *[]){"clamfs", "/b", "/m", "-o", cfgopt,
-					  NULL},
-			       &o, &args, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+		parse((char *[]){"clamfs", "/b", "/m", "-o", cfgopt, NULL}, &o,
+		      &args, err, sizeof(err)),
+		-EINVAL);
 	snprintf(want, sizeof(want), "%s:%s", path, needle);
 	if (strstr(err, want) == NULL)
 		fail_msg("error '%s' lacks '%s'", err, want);
@@ -181,10 +181,10 @@ static void test_indented_keys(void **state)
 	write_config("[scan]\n    exclude = *.iso\n    exclude = *.tmp\n"
 		     "\t[cache]\n  cache_ttl = 9\n");
 	snprintf(cfgopt, sizeof(cfgopt), "config=%s", path);
-	assert_int_equal(parse((char *[]){"clamfs", "/b", "/m", "-o", cfgopt,
-					  NULL},
-			       &o, &args, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+		parse((char *[]){"clamfs", "/b", "/m", "-o", cfgopt, NULL}, &o,
+		      &args, err, sizeof(err)),
+		0);
 	assert_int_equal(o.policy.n_exclude, 2);
 	assert_string_equal(o.policy.exclude[1], "*.tmp");
 	assert_int_equal(o.cache_ttl, 9);
@@ -202,10 +202,10 @@ static void test_incomplete_combination(void **state)
 
 	write_config("[action]\non_infected = quarantine\n");
 	snprintf(cfgopt, sizeof(cfgopt), "config=%s", path);
-	assert_int_equal(parse((char *[]){"clamfs", "/b", "/m", "-o", cfgopt,
-					  NULL},
-			       &o, &args, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+		parse((char *[]){"clamfs", "/b", "/m", "-o", cfgopt, NULL}, &o,
+		      &args, err, sizeof(err)),
+		-EINVAL);
 	assert_non_null(strstr(err, "needs quarantine_dir="));
 	cleanup();
 }

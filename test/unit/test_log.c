@@ -23,7 +23,8 @@ static void test_burst_then_count(void **state)
 		assert_int_equal(held, 0);
 	}
 	for (int i = 0; i < 25; i++)
-		assert_false(log_limit_pass_at(&l, 100 + LOG_WINDOW - 1, &held));
+		assert_false(
+			log_limit_pass_at(&l, 100 + LOG_WINDOW - 1, &held));
 	/* a new window: the first line says how many were held back */
 	assert_true(log_limit_pass_at(&l, 100 + LOG_WINDOW, &held));
 	assert_int_equal(held, 25);

@@ -63,8 +63,8 @@ static void test_positional_form(void **state)
 	struct clamfs_opts o;
 	char err[256];
 
-	assert_int_equal(PARSE(&o, &args, err, "/srv/share", "/mnt/share",
-			       "-o", "allow_other,ro"),
+	assert_int_equal(PARSE(&o, &args, err, "/srv/share", "/mnt/share", "-o",
+			       "allow_other,ro"),
 			 0);
 	assert_string_equal(o.backend, "/srv/share");
 	assert_string_equal(o.mountpoint, "/mnt/share");
@@ -85,9 +85,9 @@ static void test_backend_option_form(void **state)
 	struct clamfs_opts o;
 	char err[256];
 
-	assert_int_equal(PARSE(&o, &args, err, "-o", "backend=/b,threads=4",
-			       "-f", "/m"),
-			 0);
+	assert_int_equal(
+		PARSE(&o, &args, err, "-o", "backend=/b,threads=4", "-f", "/m"),
+		0);
 	assert_string_equal(o.backend, "/b");
 	assert_string_equal(o.mountpoint, "/m");
 	assert_true(o.foreground);
@@ -201,8 +201,7 @@ static void test_bad_values(void **state)
 	EXPECT_USAGE_ERROR("threads=abc", "/b", "/m", "-o", "threads=abc");
 	EXPECT_USAGE_ERROR("threads=0", "/b", "/m", "-o", "threads=0");
 	EXPECT_USAGE_ERROR("threads=-3", "/b", "/m", "-o", "threads=-3");
-	EXPECT_USAGE_ERROR("threads=99999", "/b", "/m", "-o",
-			   "threads=99999");
+	EXPECT_USAGE_ERROR("threads=99999", "/b", "/m", "-o", "threads=99999");
 	EXPECT_USAGE_ERROR("attr_timeout=x", "/b", "/m", "-o",
 			   "attr_timeout=x");
 	EXPECT_USAGE_ERROR("entry_timeout=-1", "/b", "/m", "-o",

@@ -101,8 +101,7 @@ static void test_glob_case(void **state)
 	assert_int_equal(policy_add_glob(&p, false, "*.iso"), 0);
 	assert_int_equal(policy_decide(&p, "Backups/x", 1, 1, 10),
 			 POLICY_SKIP_EXCLUDED);
-	assert_int_equal(policy_decide(&p, "backups/x", 1, 1, 10),
-			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "backups/x", 1, 1, 10), POLICY_SCAN);
 	assert_int_equal(policy_decide(&p, "a/B.ISO", 1, 1, 10),
 			 POLICY_SKIP_EXCLUDED);
 	p.glob_nocase = true;
@@ -110,8 +109,7 @@ static void test_glob_case(void **state)
 			 POLICY_SKIP_EXCLUDED);
 	assert_int_equal(policy_decide(&p, "BACKUPS/x", 1, 1, 10),
 			 POLICY_SKIP_EXCLUDED);
-	assert_int_equal(policy_decide(&p, "backupsx", 1, 1, 10),
-			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "backupsx", 1, 1, 10), POLICY_SCAN);
 	assert_int_equal(policy_decide(&p, "a/B.ISO", 1, 1, 10),
 			 POLICY_SKIP_EXCLUDED);
 	policy_free(&p);
@@ -119,8 +117,7 @@ static void test_glob_case(void **state)
 	policy_init(&p);
 	p.glob_nocase = true;
 	assert_int_equal(policy_add_glob(&p, true, "uploads/*"), 0);
-	assert_int_equal(policy_decide(&p, "Uploads/x", 1, 1, 10),
-			 POLICY_SCAN);
+	assert_int_equal(policy_decide(&p, "Uploads/x", 1, 1, 10), POLICY_SCAN);
 	assert_int_equal(policy_decide(&p, "other/x", 1, 1, 10),
 			 POLICY_SKIP_EXCLUDED);
 	policy_free(&p);

@@ -78,8 +78,7 @@ static void test_infected_keeps_signature(void **state)
 	assert_string_equal(sig, "Eicar-Test.UNOFFICIAL");
 	/* replaced by a clean verdict for the same inode */
 	vcache_insert(vc, &f, VCACHE_CLEAN, NULL, vcache_generation(vc));
-	assert_int_equal(vcache_lookup(vc, &f, sig, sizeof(sig)),
-			 VCACHE_CLEAN);
+	assert_int_equal(vcache_lookup(vc, &f, sig, sizeof(sig)), VCACHE_CLEAN);
 	vcache_free(vc);
 }
 
