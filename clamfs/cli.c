@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -52,6 +53,31 @@ static bool below(uint64_t clamd_limit, uint64_t max_scan_size)
 	       (max_scan_size == 0 || clamd_limit < max_scan_size);
 }
 
+/* One of clamd's limits that must not be below max_scan_size. */
+struct limit_check {
+	const char *name;  /* as clamd.conf spells it */
+	size_t offset;	   /* in struct clamd_limits */
+	bool stream_only;  /* matters only when files are streamed */
+	bool unless_alert; /* harmless under AlertExceedsMax yes */
+	const char *why;
+};
+
+static const struct limit_check checks[] = {
+	{"StreamMaxLength", offsetof(struct clamd_limits, stream_max_length),
+	 true, false,
+	 "clamd refuses to take files in between, and their opens fail "
+	 "(on_error=deny) or are served unscanned (on_error=allow)"},
+	{"MaxFileSize", offsetof(struct clamd_limits, max_file_size), false,
+	 true,
+	 "clamd skips larger files and answers OK, so they are served "
+	 "unscanned and cached clean; raise MaxFileSize or set "
+	 "AlertExceedsMax yes"},
+	{"MaxScanSize", offsetof(struct clamd_limits, max_scan_size), false,
+	 true,
+	 "clamd stops scanning past it and answers OK; raise MaxScanSize or "
+	 "set AlertExceedsMax yes"},
+};
+
 /*
  * clamd's own limits against max_scan_size: a file clamfs scans but
  * clamd will not is refused (INSTREAM) or, worse, skipped and answered
@@ -89,32 +115,21 @@ check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool stream)
 		return 0;
 	}
 	size_text(ours, b, sizeof(b));
-	if (stream && below(l.stream_max_length, ours)) {
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		const struct limit_check *c = &checks[i];
+		uint64_t theirs =
+			*(const uint64_t *)((const char *)&l + c->offset);
+
+		if ((c->stream_only && !stream) ||
+		    (c->unless_alert && l.alert_exceeds_max) ||
+		    !below(theirs, ours))
+			continue;
 		fprintf(out,
-			"clamd.conf %s: warning: StreamMaxLength %s is below "
-			"max_scan_size %s: clamd refuses to take files in "
-			"between, and their opens fail (on_error=deny) or are "
-			"served unscanned (on_error=allow)\n",
-			conf, size_text(l.stream_max_length, a, sizeof(a)), b);
-		warnings++;
-	}
-	if (below(l.max_file_size, ours) && !l.alert_exceeds_max) {
-		fprintf(out,
-			"clamd.conf %s: warning: MaxFileSize %s is below "
-			"max_scan_size %s and AlertExceedsMax is no: clamd "
-			"skips larger files and answers OK, so they are "
-			"served unscanned and cached clean; raise MaxFileSize "
-			"or set AlertExceedsMax yes\n",
-			conf, size_text(l.max_file_size, a, sizeof(a)), b);
-		warnings++;
-	}
-	if (below(l.max_scan_size, ours) && !l.alert_exceeds_max) {
-		fprintf(out,
-			"clamd.conf %s: warning: MaxScanSize %s is below "
-			"max_scan_size %s and AlertExceedsMax is no: clamd "
-			"stops scanning past it and answers OK; raise "
-			"MaxScanSize or set AlertExceedsMax yes\n",
-			conf, size_text(l.max_scan_size, a, sizeof(a)), b);
+			"clamd.conf %s: warning: %s %s is below max_scan_size "
+			"%s%s: %s\n",
+			conf, c->name, size_text(theirs, a, sizeof(a)), b,
+			c->unless_alert ? " and AlertExceedsMax is no" : "",
+			c->why);
 		warnings++;
 	}
 	if (!warnings)

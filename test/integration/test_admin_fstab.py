@@ -32,6 +32,8 @@ CLEAN = b"clean via fstab\n"
 DRIVER = r'''
 import errno, json, os, signal, subprocess, sys, time
 cfg = json.loads(sys.argv[1])
+sys.path.insert(0, cfg["testdir"])
+from clamfstest.procs import pids_of
 subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "clamfs-sbin",
                 "/usr/local/sbin"], check=True)
 os.symlink(cfg["bin"], "/usr/local/sbin/clamfs")
@@ -49,22 +51,7 @@ def mounts(mnt):
     return out
 
 def pids(token):
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            exe = os.readlink(f"/proc/{d}/exe").replace(" (deleted)", "")
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{d}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if exe == real and state != "Z" and \
-                any(token.encode() in a for a in argv[1:]):
-            out.append(int(d))
-    return out
+    return pids_of(real, token, exact=False)
 
 results = []
 for step in cfg["steps"]:
@@ -111,6 +98,8 @@ print(json.dumps(results))
 def in_namespace(base, steps, mnts, env):
     """Runs the steps in a private mount namespace; returns their results."""
     cfg = {"bin": clamfs_bin(), "env": env, "steps": steps, "mnts": mnts,
+           "testdir": os.path.dirname(os.path.dirname(
+               os.path.abspath(__file__))),
            "base": base, "timeout": 60 * SLOW}
     r = subprocess.run(["unshare", "--mount", "--propagation", "private",
                         PYTHON, "-c", DRIVER, json.dumps(cfg)],
