@@ -13,9 +13,11 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from clamfstest.mountinfo import mounted, mounts_at
 from adminutil import admin, ini, run_fail, wait_log  # noqa: F401
-from clamfstest.env import SLOW, clamfs_bin
+from clamfstest.env import SANITIZE, SLOW, clamfs_bin
 from scanutil import put, stats, try_read
 
 CLEAN = b"a clean file\n"
@@ -346,3 +348,47 @@ def test_users_dead_mount_left_alone(admin, clamd):
         if user.poll() is None:
             user.kill()
         subprocess.run(["umount", "-l", mnt], capture_output=True)
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(SANITIZE, reason="a sanitizer's allocator replaces "
+                    "glibc's, whose behaviour this is about")
+def test_reload_gives_back_a_replaced_cache(admin, clamd):
+    """A reload that replaces the verdict cache gives the old one's tables
+    (7 MB at 100000 entries) back to the system. A 60-minute soak saw the
+    daemon's RSS climb from 24 to 68 MB in such steps while SIGHUPs
+    switched cache_entries: glibc's dynamic mmap threshold had put later
+    tables in the heap, where freed ones stayed resident."""
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+
+    def configure(entries):
+        ini(cfg, [("fuse", [("backend", b), ("mountpoint", mnt)]),
+                  ("clamd", [("clamd", clamd.socket)]),
+                  ("cache", [("cache_entries", str(entries))])])
+
+    def reload_to(entries):
+        configure(entries)
+        r = clamfs("--reload", mnt)
+        assert r.returncode == 0, r
+        time.sleep(0.3)  # the old generation goes with its last request
+        return rss_kb(m.pid)
+
+    configure(100000)
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    small, big = [], []
+    for _ in range(5):
+        small.append(reload_to(64))
+        big.append(reload_to(100000))
+    small.append(reload_to(64))
+    # each replaced table is given back: no step upwards per cycle ...
+    assert small[-1] <= small[0] + 2048, (small, big)
+    # ... and a big table is really there and really gone again
+    assert big[-1] - small[-1] >= 4096, (small, big)
