@@ -17,7 +17,8 @@
 struct cdp_cancel {
 	atomic_int triggered;
 	atomic_flag lock;
-	int fd; /* under lock */
+	int fd;	    /* under lock */
+	bool fresh; /* set between scans only */
 };
 
 struct cdp_cancel *cdp_cancel_new(void)
@@ -29,6 +30,7 @@ struct cdp_cancel *cdp_cancel_new(void)
 	atomic_init(&c->triggered, 0);
 	atomic_flag_clear(&c->lock);
 	c->fd = -1;
+	c->fresh = false;
 	return c;
 }
 
@@ -64,6 +66,17 @@ void cdp_cancel_trigger(struct cdp_cancel *c)
 int cdp_cancel_triggered(const struct cdp_cancel *c)
 {
 	return c && atomic_load(&c->triggered);
+}
+
+void cdp_cancel_want_fresh(struct cdp_cancel *c)
+{
+	if (c)
+		c->fresh = true;
+}
+
+bool cdp_cancel_fresh(const struct cdp_cancel *c)
+{
+	return c && c->fresh;
 }
 
 int cdp_cancel_attach(struct cdp_cancel *c, int fd)

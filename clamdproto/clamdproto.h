@@ -8,6 +8,7 @@
 #ifndef CLAMDPROTO_H
 #define CLAMDPROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -115,6 +116,14 @@ struct cdp_cancel *cdp_cancel_new(void);
 void cdp_cancel_free(struct cdp_cancel *c);
 void cdp_cancel_trigger(struct cdp_cancel *c);
 int cdp_cancel_triggered(const struct cdp_cancel *c);
+/*
+ * Makes the scans run with this token connect afresh instead of reusing an
+ * idle session: a retry after a dead session must not meet another one that
+ * clamd closed at the same moment. Not concurrently with a scan using it.
+ */
+void cdp_cancel_want_fresh(struct cdp_cancel *c);
+/* Whether cdp_cancel_want_fresh was called on the token (NULL: no). */
+bool cdp_cancel_fresh(const struct cdp_cancel *c);
 
 /* ------------------------------------------------------------------ pool */
 
@@ -140,7 +149,7 @@ struct cdp_config {
 				 * [4 KiB, 8 MiB] */
 	int no_session;		/* 0: keep IDSESSION sessions for reuse;
 				 * 1: a new connection per command */
-	int idle_max_ms;	/* 30000: an idle session older than this is
+	int idle_max_ms;	/* 20000: an idle session older than this is
 				 * closed instead of reused */
 };
 

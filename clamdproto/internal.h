@@ -68,6 +68,7 @@ const char *cdp_rbuf_rest(struct cdp_rbuf *rb, size_t *len);
 /* Publish @fd as the socket a trigger should shut down; -ECANCELED if the
  * token was already triggered.  @c may be NULL. */
 int cdp_cancel_attach(struct cdp_cancel *c, int fd);
+
 void cdp_cancel_detach(struct cdp_cancel *c);
 
 /* ------------------------------------------------------------- addr.c */

@@ -46,7 +46,8 @@ void cdp_config_init(struct cdp_config *cfg)
 	cfg->io_timeout_ms = 10000;
 	cfg->scan_timeout_ms = 120000;
 	cfg->chunk_size = 256 * 1024;
-	cfg->idle_max_ms = 30000;
+	/* below clamd's IdleTimeout (30 s): it must not close one in use */
+	cfg->idle_max_ms = 20000;
 }
 
 int cdp_pool_new(const struct cdp_config *cfg, struct cdp_pool **poolp)
@@ -190,7 +191,8 @@ static int acquire(struct cdp_pool *pool, bool plain, int64_t deadline,
 	for (;;) {
 		int64_t now = cdp_now_ms();
 
-		while (session && (conn = TAILQ_FIRST(&pool->idle))) {
+		while (session && !cdp_cancel_fresh(cancel) &&
+		       (conn = TAILQ_FIRST(&pool->idle))) {
 			TAILQ_REMOVE(&pool->idle, conn, entry);
 			if (conn_stale(pool, conn, now)) {
 				pool->open--;

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,15 +218,6 @@ int main(int argc, char *argv[])
 	struct stat root_st;
 	int root_fd, creds_err, ret = 1;
 
-	/*
-	 * glibc raises its mmap threshold to the size of each large block
-	 * freed, so after the first reload the verdict cache's tables (MBs,
-	 * rebuilt when cache settings change) come from the heap arenas, where
-	 * freed generations stay as holes: a 60-minute soak saw RSS climb in
-	 * 7 MB steps. A fixed threshold keeps such blocks mapped, and freeing
-	 * them gives the memory back.
-	 */
-	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
 		return cli_stats(argc - 2, argv + 2, stdout);
 	if (argc >= 2 && strcmp(argv[1], "--reload") == 0)

@@ -460,6 +460,8 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		s.timeout_ms = left_ms(job);
 		if (s.timeout_ms <= 1)
 			break;
+		/* not another idle session that may have died with it */
+		cdp_cancel_want_fresh(job->cancel);
 		pthread_mutex_lock(&q->lock);
 		q->counters.retries++;
 		pthread_mutex_unlock(&q->lock);

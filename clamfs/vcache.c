@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define NIL		  UINT32_MAX
@@ -68,19 +69,42 @@ static uint64_t key_hash(uint64_t dev, uint64_t ino)
 	return h ^ (h >> 31);
 }
 
+/*
+ * A shard's arrays are mapped, not malloc'd: a reload that changes the
+ * cache settings replaces MBs of them, and glibc's malloc, whose mmap
+ * threshold grows with each large block freed, would soon place them in
+ * its heap, where a freed cache stays resident as a hole (a 60-minute soak
+ * saw RSS climb 24 -> 68 MB in 7 MB steps). Unmapping always gives the
+ * memory back. Fresh mappings are zeroed.
+ */
+static void *table_alloc(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void table_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes);
+}
+
 static int shard_init(struct vshard *s, uint32_t capacity)
 {
 	uint32_t nb = 1;
 
 	while (nb < capacity)
 		nb <<= 1;
-	s->e = calloc(capacity, sizeof(*s->e));
-	s->buckets = malloc(sizeof(*s->buckets) * nb);
+	/* what vcache_free unmaps, also after a failure here */
+	s->nbuckets = nb;
+	s->capacity = capacity;
+	s->e = table_alloc(sizeof(*s->e) * capacity);
+	s->buckets = table_alloc(sizeof(*s->buckets) * nb);
 	if (!s->e || !s->buckets)
 		return -1;
 	memset(s->buckets, 0xff, sizeof(*s->buckets) * nb);
-	s->nbuckets = nb;
-	s->capacity = capacity;
 	for (uint32_t i = 0; i < capacity; i++)
 		s->e[i].lru_next = i + 1 < capacity ? i + 1 : NIL;
 	s->free_head = 0;
@@ -143,8 +167,8 @@ void vcache_free(struct vcache *vc)
 				free(s->e[k].sig);
 			pthread_mutex_destroy(&s->lock);
 		}
-		free(s->e);
-		free(s->buckets);
+		table_free(s->e, sizeof(*s->e) * s->capacity);
+		table_free(s->buckets, sizeof(*s->buckets) * s->nbuckets);
 	}
 	free(vc->shards);
 	free(vc);

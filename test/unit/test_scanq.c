@@ -588,6 +588,7 @@ struct script {
 	bool block;	    /* clean calls wait for release */
 	bool released;
 	unsigned int attempt[SCRIPT_CALLS];
+	bool fresh[SCRIPT_CALLS]; /* the token asked for a new connection */
 	struct cdp_pool *pool[SCRIPT_CALLS];
 	enum scan_mode mode[SCRIPT_CALLS];
 	int timeout_ms[SCRIPT_CALLS];
@@ -648,6 +649,7 @@ static void script_scan(const struct scanq_scan *s, struct cdp_result *res)
 	n = script.calls++;
 	if (n < SCRIPT_CALLS) {
 		script.attempt[n] = s->attempt;
+		script.fresh[n] = cdp_cancel_fresh(s->cancel);
 		script.pool[n] = s->pool;
 		script.mode[n] = s->mode;
 		script.timeout_ms[n] = s->timeout_ms;
@@ -714,6 +716,9 @@ static void test_retry_once_then_clean(void **state)
 		assert_int_equal(script_calls(), 2);
 		assert_int_equal(script.attempt[0], 0);
 		assert_int_equal(script.attempt[1], 1);
+		/* the retry does not reuse an idle session */
+		assert_false(script.fresh[0]);
+		assert_true(script.fresh[1]);
 		/* one scan sent, retried once */
 		assert_int_equal(cnt.scans, 1);
 		assert_int_equal(cnt.retries, 1);
