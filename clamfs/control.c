@@ -174,8 +174,12 @@ void control_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 	}
 	if (!from_root(req) || ino != FUSE_ROOT_ID)
 		goto none;
-	if (strncmp(name, CONTROL_RELOAD ".", sizeof(CONTROL_RELOAD)) == 0)
+	if (strncmp(name, CONTROL_RELOAD ".", sizeof(CONTROL_RELOAD)) == 0) {
 		token = name + sizeof(CONTROL_RELOAD);
+		/* an empty token would match the ring's unused slots */
+		if (!*token)
+			goto none;
+	}
 	if (token || strcmp(name, CONTROL_RELOAD) == 0) {
 		if (!outcome_find(token, text, sizeof(text))) {
 			if (token)

@@ -3,8 +3,10 @@
  * The one escaping of untrusted text (file names, signature names, clamd
  * replies, user names) for the places it is shown: log lines, quarantine
  * records and listings, comments of an imported configuration. Backslash
- * becomes "\\", control bytes and DEL "\xHH", so a value is always one line
- * and cannot drive a terminal; other bytes, UTF-8 included, pass unchanged.
+ * becomes "\\"; control characters (C0, DEL, C1) and every byte that is
+ * not part of a well-formed UTF-8 character become "\xHH", so a value is
+ * always one line and cannot drive a terminal, UTF-8 or 8-bit. Printable
+ * ASCII and well-formed UTF-8 pass unchanged.
  */
 #ifndef CLAMFS_ESCAPE_H
 #define CLAMFS_ESCAPE_H

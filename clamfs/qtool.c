@@ -269,8 +269,18 @@ static int move_back(int qparent, const char *qbase, int src,
 	char tmp[64];
 	int ret;
 
-	if (renameat2(qparent, qbase, tparent, tbase, RENAME_NOREPLACE) == 0)
-		return set_original(src, rec);
+	if (renameat2(qparent, qbase, tparent, tbase, RENAME_NOREPLACE) == 0) {
+		ret = set_original(src, rec);
+		/* e.g. a share that refuses chown: back, as it was */
+		if (ret && renameat2(tparent, tbase, qparent, qbase,
+				     RENAME_NOREPLACE) == -1)
+			fprintf(stderr,
+				"clamfs-quarantine: the file stays in the "
+				"share without its owner and mode, and could "
+				"not be moved back: %s\n",
+				strerror(errno));
+		return ret;
+	}
 	if (errno != EXDEV)
 		return -errno;
 	/* another filesystem: copied under a hidden name, then renamed */

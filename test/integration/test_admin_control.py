@@ -110,7 +110,7 @@ def test_each_reload_reads_its_own_outcome(admin, clamd):
     assert "scan_mode" in second, second
     assert os.getxattr(mnt, name).decode() == second  # the newest
     # a token nobody set, and tokens that are not plain words
-    for bad in (name + ".nobody", name + ".first"):
+    for bad in (name + ".nobody", name + ".first", name + "."):
         try:
             os.getxattr(mnt, bad)
             raise AssertionError(bad)
@@ -122,6 +122,14 @@ def test_each_reload_reads_its_own_outcome(admin, clamd):
             raise AssertionError(token)
         except OSError as e:
             assert e.errno == errno.EINVAL, (token, e)
+    # the longest token there is is kept like any other (the configuration
+    # is still the rejected one)
+    try:
+        os.setxattr(mnt, name, b"y" * 40)
+        raise AssertionError("a bad configuration was accepted")
+    except OSError as e:
+        assert e.errno == errno.EINVAL, e
+    assert "scan_mode" in os.getxattr(mnt, name + "." + "y" * 40).decode()
     # the stats attribute: a size query leaves room for counters to grow
     size = len(os.getxattr(mnt, "trusted.clamfs.stats"))
     assert size > 100

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
+#include <locale.h>
 
 #include <cmocka.h>
 
@@ -57,14 +59,73 @@ static void test_escapes(void **state)
 	       "gr\xc3\xbc\xc3\x9f \xe2\x82\xac \xf0\x9f\x98\x80", false);
 }
 
-/* A lead byte followed by ASCII: the ASCII is escaped on its own. */
+/* Bytes of no well-formed character are escaped one by one. */
 static void test_broken_sequence_hides_no_control(void **state)
 {
 	(void)state;
-	expect("\xe2\n\x1b", SIZE_MAX, 0, "\xe2\\x0a\\x1b", false);
-	expect("\xf0\x9f\n", SIZE_MAX, 0, "\xf0\x9f\\x0a", false);
-	expect("\x80\x80x", SIZE_MAX, 0, "\x80\x80x", false);
-	expect("end\xe2\x82", SIZE_MAX, 0, "end\xe2\x82", false);
+	expect("\xe2\n\x1b", SIZE_MAX, 0, "\\xe2\\x0a\\x1b", false);
+	expect("\xf0\x9f\n", SIZE_MAX, 0, "\\xf0\\x9f\\x0a", false);
+	expect("\x80\x80x", SIZE_MAX, 0, "\\x80\\x80x", false);
+	expect("end\xe2\x82", SIZE_MAX, 0, "end\\xe2\\x82", false);
+	/* overlong, surrogate, past U+10FFFF, Latin-1: byte by byte */
+	expect("\xc0\x9b\xed\xa0\x80\xf4\x90\x80\x80\xe9", SIZE_MAX, 0,
+	       "\\xc0\\x9b\\xed\\xa0\\x80\\xf4\\x90\\x80\\x80\\xe9", false);
+}
+
+/* C1 controls: 0x9b is CSI to an 8-bit terminal, c2 9b to some others */
+static void test_c1_controls(void **state)
+{
+	(void)state;
+	expect("\x9b[2J", SIZE_MAX, 0, "\\x9b[2J", false);
+	expect("\xc2\x9b[2J", SIZE_MAX, 0, "\\xc2\\x9b[2J", false);
+	expect("\xc2\x85", SIZE_MAX, 0, "\\xc2\\x85", false);
+	/* c2 a0 (no-break space) and e2 82 ac (euro) are characters */
+	expect("\xc2\xa0\xe2\x82\xac", SIZE_MAX, 0, "\xc2\xa0\xe2\x82\xac",
+	       false);
+}
+
+/*
+ * Every pair and many triples of bytes: what comes out is printable ASCII
+ * or well-formed UTF-8 of no control character, judged by the C library's
+ * own decoder.
+ */
+static void check_output(const char *in)
+{
+	char *out = escaped(in, SIZE_MAX, 0, NULL);
+	const char *p = out, *end = out + strlen(out);
+	mbstate_t st;
+
+	while (p < end) {
+		wchar_t wc;
+		size_t n;
+
+		memset(&st, 0, sizeof(st));
+		n = mbrtowc(&wc, p, (size_t)(end - p), &st);
+		assert_true(n != (size_t)-1 && n != (size_t)-2 && n > 0);
+		assert_false(wc < 0x20 || (wc >= 0x7f && wc < 0xa0));
+		p += n;
+	}
+	free(out);
+}
+
+static void test_no_control_passes(void **state)
+{
+	(void)state;
+	assert_non_null(setlocale(LC_CTYPE, "C.UTF-8"));
+	for (int a = 1; a < 256; a++) {
+		for (int b = 0; b < 256; b++) {
+			char in[4] = {(char)a, (char)b, '\0', '\0'};
+
+			check_output(in);
+			if (a >= 0xe0 && b >= 0x80) {
+				for (int c = 1; c < 256; c += 7) {
+					in[2] = (char)c;
+					check_output(in);
+				}
+			}
+		}
+	}
+	setlocale(LC_CTYPE, "C");
 }
 
 static void test_cut_at_whole_characters(void **state)
@@ -121,6 +182,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_escapes),
 		cmocka_unit_test(test_broken_sequence_hides_no_control),
+		cmocka_unit_test(test_c1_controls),
+		cmocka_unit_test(test_no_control_passes),
 		cmocka_unit_test(test_cut_at_whole_characters),
 		cmocka_unit_test(test_log_quote),
 		cmocka_unit_test(test_record_escape),
