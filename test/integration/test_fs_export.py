@@ -7,17 +7,16 @@
 # handle whose generation says "any") must give ESTALE and leave the daemon
 # running; the scan gate applies to opens by handle.
 import ctypes
-import errno
 import ctypes.util
 import os
 import random
 import resource
 import struct
-import time
 
 import pytest
 
 from clamfstest.errnames import errname
+from clamfstest.wait import past_the_fd_cap
 from fsutil import LoopFs
 from scanutil import mount_scan, put, stats, wait_for
 
@@ -278,23 +277,6 @@ def test_forged_handles_are_stale(mount_clamfs, clamd, request, backend):
         b"file content\n"
 
 
-def stat_past_the_cap(path):
-    """os.stat, waiting out EMFILE: at the fd cap a lookup gets EMFILE
-    until the evictor's invalidations come back as FORGETs (README, limits
-    worth knowing). The evictor cannot invalidate names of a directory
-    while a lookup in it holds the directory, so a tight loop of lookups in
-    one directory can outrun it on a loaded machine; the next try finds
-    room. Anything else, or no room for 10 s, fails."""
-    for _ in range(200):
-        try:
-            return os.stat(path)
-        except OSError as e:
-            if e.errno != errno.EMFILE:
-                raise
-            time.sleep(0.05)
-    return os.stat(path)
-
-
 def test_handles_survive_the_evictor(mount_clamfs, clamd):
     # with few fds the daemon has the kernel forget inodes itself (evict.c)
     # while files are looked up: the handles of forgotten ones still work
@@ -306,7 +288,7 @@ def test_handles_survive_the_evictor(mount_clamfs, clamd):
         put(m.b("d", f"f{i}"), b"content %d\n" % i)
     handles = [name_to_handle(m.m("d", f"f{i}")) for i in range(0, 1500, 50)]
     for i in range(1500):
-        stat_past_the_cap(m.m("d", f"f{i}"))
+        past_the_fd_cap(os.stat, m.m("d", f"f{i}"))
     assert inode_count(m) < 256
     for k, h in enumerate(handles):
         assert read_handle(m.mnt, h) == b"content %d\n" % (k * 50)
