@@ -255,12 +255,14 @@ def start_clamfs(backend, mnt, opts=(), args=(), foreground=True,
 
 
 class MountFactory:
+    prefix = "clamfs-t"  # of the temporary directories it makes
+
     def __init__(self):
         self.mounts = []
         self.dirs = []
 
-    def tempdir(self, prefix="clamfs-t"):
-        d = make_tree_dir(prefix)
+    def tempdir(self, prefix=None):
+        d = make_tree_dir(prefix or self.prefix)
         self.dirs.append(d)
         return d
 

@@ -16,7 +16,6 @@ configuration files, signals and log lines.
 The EICAR string is never written here: it comes from the clamd fixture.
 """
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -27,7 +26,7 @@ import pytest
 
 from clamfstest.env import SLOW, clamfs_bin
 from clamfstest.env import sanitizer_env as asan_env
-from clamfstest.mount import Mount, launch, make_tree_dir, wait_mounted
+from clamfstest.mount import Mount, MountFactory, launch, wait_mounted
 from clamfstest.mountinfo import mounted
 from clamfstest.procs import pids_of
 from clamfstest.wait import wait_for
@@ -91,15 +90,10 @@ def run_fail(argv, mnt=None, timeout=20, env=None):
     return subprocess.CompletedProcess(full, p.returncode, out, err)
 
 
-class Admin:
-    def __init__(self):
-        self.mounts = []
-        self.dirs = []
-
-    def tempdir(self, prefix="clamfs-a"):
-        d = make_tree_dir(prefix)
-        self.dirs.append(d)
-        return d
+class Admin(MountFactory):
+    """Mounts started the way an administrator does (argv, INI, systemd,
+    fstab); the directories and teardown are MountFactory's."""
+    prefix = "clamfs-a"
 
     def dirs_bm(self):
         """(base, backend, mountpoint): fresh directories."""
@@ -143,16 +137,6 @@ class Admin:
 
     def wait_mounted(self, m, timeout=10):
         return wait_mounted(m, timeout)
-
-    def finish(self):
-        problems = []
-        for m in reversed(self.mounts):
-            for p in m.teardown():
-                problems.append(f"[{m.mnt}] {p}")
-        if not any(mounted(m.mnt) for m in self.mounts):
-            for d in self.dirs:
-                shutil.rmtree(d, ignore_errors=True)
-        return problems
 
 
 @pytest.fixture
