@@ -8,7 +8,10 @@ than scan_timeout; clamfs given a changed configuration by SIGHUP or by
 `clamfs --reload`, its cache dropped by SIGUSR1 or `clamfs --drop-cache`;
 the backend filled to ENOSPC and freed; a reader or writer killed. The
 windows in which clamd could not answer, or the backend was full, are what
-the soak later allows EIO on opens, and ENOSPC, in.
+the soak later allows EIO on opens, and ENOSPC, in. A clamd outage is judged
+by observation, not by the schedule: it ends when a probe scan sent straight
+to clamd is answered again (after a stop, clamd first works through every
+command queued meanwhile, which takes longer the busier the machine is).
 
 Dropper puts EICAR files into eicar/ directly on the backend and through the
 mount (also by turning a clean file, already scanned and cached, into EICAR
@@ -17,6 +20,7 @@ in place) and opens each once through the mount: the open must be refused.
 import errno
 import os
 import signal
+import struct
 import subprocess
 import threading
 import time
@@ -66,7 +70,9 @@ class FaultDriver(threading.Thread):
         self.ctx, self.rng, self.interval = ctx, rng, interval
         self.stopping = threading.Event()
         self.events = []   # every fault: name, t0, t1, ok, detail
-        self.windows = []  # (kind, t0, t1): "clamd" or "enospc"
+        # (kind, t0, t1, t_ok): "clamd" or "enospc"; t1 when the fault
+        # ended, t_ok when clamd was seen scanning again (enospc: t1)
+        self.windows = []
         self.settings = {k: v[0] for k, v in CONFIG_CHOICES.items()}
 
     def run(self):
@@ -100,7 +106,7 @@ class FaultDriver(threading.Thread):
             time.sleep(self.rng.uniform(0.5, 3))
             self.ctx.clamd.start()
         finally:
-            self.windows.append(("clamd", t0, time.time()))
+            self.clamd_window(t0)
 
     def f_clamd_kill(self):
         t0 = time.time()
@@ -109,7 +115,34 @@ class FaultDriver(threading.Thread):
             time.sleep(self.rng.uniform(0.5, 2))
             self.ctx.clamd.start()
         finally:
-            self.windows.append(("clamd", t0, time.time()))
+            self.clamd_window(t0)
+
+    PROBE = b"clamfs soak probe: clean\n"
+
+    def clamd_window(self, t0):
+        """Records a clamd outage from t0 to the first probe scan clamd
+        answers: the outage lasts as long as clamd does not scan, also
+        after the fault itself has ended."""
+        from clamfstest.clamd import command  # bench/soak put it on the path
+        t1 = time.time()
+        t_ok = None
+        end = t1 + 120
+        req = (b"zINSTREAM\0" + struct.pack(">I", len(self.PROBE)) +
+               self.PROBE + struct.pack(">I", 0))
+        while t_ok is None and time.time() < end:
+            try:
+                if command(self.ctx.clamd.socket, req,
+                           self.ctx.scan_timeout) == b"stream: OK\0":
+                    t_ok = time.time()
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        if t_ok is None:
+            self.ctx.problem("clamd_not_scanning", seconds=end - t1)
+            t_ok = time.time()
+        self.windows.append(("clamd", t0, t1, t_ok))
+        return t_ok - t1
 
     def f_clamd_reload(self):
         # RELOAD is no outage: no window is opened for it.
@@ -124,8 +157,8 @@ class FaultDriver(threading.Thread):
             time.sleep(hang)
         finally:
             os.kill(pid, signal.SIGCONT)
-            self.windows.append(("clamd", t0, time.time()))
-        return f"stopped {hang:.1f}s"
+            late = self.clamd_window(t0)
+        return f"stopped {hang:.1f}s, scanning again {late:.1f}s later"
 
     # -- clamfs --------------------------------------------------------------
     def new_settings(self):
@@ -182,7 +215,8 @@ class FaultDriver(threading.Thread):
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-            self.windows.append(("enospc", t0, time.time()))
+            t1 = time.time()
+            self.windows.append(("enospc", t0, t1, t1))
         return f"filled {filled >> 20} MiB"
 
     def f_kill_worker(self):

@@ -58,9 +58,19 @@ def read_logs(logdir):
 
 
 def in_window(err, windows, kind, grace):
+    """Whether the operation overlapped a fault of this kind. A clamd
+    outage ends when clamd was seen scanning again (t_ok, observed by the
+    fault driver), with no grace: an open begun after that must not fail.
+    A full backend ends when the driver freed it, plus grace for what the
+    kernel and the workers still had in flight."""
     t0, t1 = err["t0"], err.get("t1", err["t0"])
-    return any(k == kind and w0 <= t1 and t0 <= w1 + grace
-               for k, w0, w1 in windows)
+    for k, w0, w_end, w_ok in windows:
+        if k != kind:
+            continue
+        end = w_ok if kind == "clamd" else w_end + grace
+        if w0 <= t1 and t0 <= end:
+            return True
+    return False
 
 
 def allowed(err, windows, grace):
@@ -155,9 +165,12 @@ def judge(run):
         f"{refused} EICAR opens through the mount refused; "
         f"{len(eicar_bad)} opened or served; final: {fin['eicar_checked']} "
         f"EICAR files, {len(fin['eicar_open'])} opened")
+    lags = [w[3] - w[2] for w in windows if w[0] == "clamd"]
     put("errors_as_policy_says", not bad_errs,
         f"{sum(allowed_errs.values())} errors inside fault windows, "
-        f"{len(bad_errs)} outside")
+        f"{len(bad_errs)} outside; {len(lags)} clamd outages, each ended "
+        f"when clamd was seen scanning again, up to "
+        f"{max(lags, default=0):.1f} s after the fault")
     put("daemon_resources_flat", all(r["flat"] for r in resources.values()),
         ", ".join(f"{k} {r['slope_per_min']:+}/min" for k, r in
                   resources.items()))
