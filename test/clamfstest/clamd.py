@@ -37,6 +37,14 @@ def eicar_bytes():
     return _EICAR_A + _EICAR_B
 
 
+# The user an unprivileged clamd runs as: Debian's clamav where a clamav
+# package created it, else nobody, which every Debian system has (a fresh
+# machine that never installed clamav has no clamav user).
+try:
+    pwd.getpwnam("clamav")
+    UNPRIVILEGED = "clamav"
+except KeyError:
+    UNPRIVILEGED = "nobody"
 EICAR_SIGNATURE = "Eicar-Test"  # clamd reports it as Eicar-Test.UNOFFICIAL
 
 

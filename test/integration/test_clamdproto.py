@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from clamfstest.clamd import CLAMD
+from clamfstest.clamd import CLAMD, UNPRIVILEGED
 from cdputil import run_scan, run_stress, scan_bin
 from clamfstest.env import SANITIZE
 
@@ -79,9 +79,9 @@ def test_fdpass_is_not_bound_by_stream_limit(clamd, tmp_path):
 
 
 def test_scan_fails_fildes_works(clamd_factory, tmp_path):
-    """clamd running as clamav cannot open a root-only file by path, but
-    scans the descriptor we pass it."""
-    c = clamd_factory(user="clamav")
+    """clamd running as an unprivileged user cannot open a root-only file
+    by path, but scans the descriptor we pass it."""
+    c = clamd_factory(user=UNPRIVILEGED)
     secret_dir = tmp_path / "secret"
     secret_dir.mkdir()
     f = secret_dir / "eicar.com"
@@ -240,7 +240,7 @@ def test_ping_version_stats(clamd):
         p = run_scan("--clamd", addr, "--ping")
         assert (p.stdout, p.returncode) == ("PONG\n", 0)
         p = run_scan("--clamd", addr, "--version")
-        engine = subprocess.run([CLAMD, "--version"],
+        engine = subprocess.run([CLAMD, "-c", clamd.conf, "--version"],
                                 capture_output=True, text=True
                                 ).stdout.split()[1].split("/")[0]
         # Only custom signatures: the short form, no database version.
