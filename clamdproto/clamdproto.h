@@ -219,6 +219,124 @@ enum cdp_verdict cdp_scan_path(struct cdp_pool *pool, const char *path,
 			       int timeout_ms, struct cdp_cancel *cancel,
 			       struct cdp_result *res);
 
+/* ------------------------------------------------------------------ fleet */
+
+/*
+ * A fleet: several clamd backends, each with its own pool, behind one
+ * selection.  A scan asks cdp_fleet_acquire() for a backend, scans through
+ * its pool and hands the result to cdp_fleet_release(); a retry passes the
+ * failed backend as @exclude so it goes elsewhere.  Like the pool, the
+ * fleet never retries on its own.
+ *
+ * Health: a backend whose scan fails to connect, times out or garbles its
+ * reply (not clamd's own error replies, a cancel or a size limit) is
+ * ejected; a prober thread PINGs ejected backends with a short deadline
+ * and a backoff (backoff_min_ms doubling up to backoff_max_ms) and
+ * readmits one that answers, and PINGs healthy ones every
+ * probe_interval_ms so that a dead idle one is noticed.  Each change of
+ * state is logged once.  With every backend ejected, scans go to the one
+ * that failed longest ago: they fail closed as with one clamd, and succeed
+ * again as soon as one is back.  A fleet of one backend starts no prober:
+ * every scan goes to it, as with its pool alone.
+ */
+
+/* One backend.  Zeros take the defaults shown. */
+struct cdp_backend_config {
+	const char *addr;   /* as for cdp_addr_parse (copied) */
+	unsigned weight;    /* 1: share of the scans in flight */
+	unsigned max_conns; /* the fleet's pool.max_conns: its pool's cap */
+	bool fildes;	    /* scans may pass file descriptors (FILDES);
+			     * UNIX sockets only, else -EINVAL */
+};
+
+/* Log levels of the fleet's messages. */
+enum cdp_log_level {
+	CDP_LOG_INFO = 0,    /* a backend is healthy again */
+	CDP_LOG_WARNING = 1, /* a backend was ejected */
+};
+
+struct cdp_fleet_config {
+	struct cdp_config pool; /* every backend's pool settings; addr is
+				 * not used, max_conns is the default cap */
+	int probe_interval_ms;	/* 5000: PING of a healthy backend */
+	int probe_timeout_ms;	/* 2000: deadline of one PING, connect
+				 * included */
+	int backoff_min_ms;	/* 500: first re-probe after an ejection */
+	int backoff_max_ms;	/* 30000: re-probe interval at most */
+	/* Optional: gets each message (one line, no newline); called from
+	 * the prober thread and from scanning threads, never under a lock
+	 * of the fleet. */
+	void (*log)(void *log_arg, enum cdp_log_level level, const char *msg);
+	void *log_arg;
+};
+
+void cdp_fleet_config_init(struct cdp_fleet_config *cfg);
+
+struct cdp_fleet;
+
+/*
+ * Create a fleet of @n >= 1 backends; no connection is made and no thread
+ * started yet.  Returns 0, -EINVAL (bad address, fildes on TCP, n == 0),
+ * -ENAMETOOLONG or -ENOMEM; *bad then says which backend (index).
+ */
+int cdp_fleet_new(const struct cdp_fleet_config *cfg,
+		  const struct cdp_backend_config *backends, size_t n,
+		  struct cdp_fleet **fleetp, size_t *bad);
+/*
+ * Start the prober thread (not for a fleet of one, where it is a no-op).
+ * After any fork() that must keep it.  0 or a negative errno.
+ */
+int cdp_fleet_start(struct cdp_fleet *fleet);
+/* Stop the prober and free every pool.  No scan may be in flight. */
+void cdp_fleet_free(struct cdp_fleet *fleet);
+
+size_t cdp_fleet_size(const struct cdp_fleet *fleet);
+/* Backend @i's pool, for commands (PING, VERSION) sent to it. */
+struct cdp_pool *cdp_fleet_pool(const struct cdp_fleet *fleet, size_t i);
+/* Backend @i's address as configured. */
+const char *cdp_fleet_addr(const struct cdp_fleet *fleet, size_t i);
+
+/* A backend handed out for one scan attempt. */
+struct cdp_fleet_pick {
+	int index;
+	struct cdp_pool *pool;
+	bool fildes;	     /* as configured for it */
+	size_t alternatives; /* healthy backends other than this one */
+	int64_t started_ms;  /* for the latency */
+};
+
+/*
+ * Choose the backend for a scan attempt (see cdp_fsel_pick in the sources:
+ * the healthy one with the fewest scans in flight relative to its weight,
+ * not @exclude unless it is the only one; -1 excludes none) and count the
+ * scan in flight there.  Every pick must be released.
+ */
+void cdp_fleet_acquire(struct cdp_fleet *fleet, int exclude,
+		       struct cdp_fleet_pick *pick);
+/* The attempt ended with @res: counters, latency, ejection. */
+void cdp_fleet_release(struct cdp_fleet *fleet,
+		       const struct cdp_fleet_pick *pick,
+		       const struct cdp_result *res);
+
+/* One backend's state and counters. */
+struct cdp_backend_stats {
+	const char *addr; /* valid while the fleet is */
+	bool healthy;
+	unsigned weight;
+	unsigned max_conns;
+	unsigned inflight;
+	uint64_t scans;	    /* attempts released */
+	uint64_t errors;    /* of which ended in an error (not cancelled) */
+	uint64_t ejections; /* times it went from healthy to ejected */
+	uint64_t last_ms;   /* latency of the last scan not cancelled */
+	uint64_t avg_ms;    /* mean latency of scans not cancelled */
+	uint64_t max_ms;    /* highest latency */
+};
+
+/* Fills @st for backend @i; -ERANGE when there is none. */
+int cdp_fleet_backend_stats(struct cdp_fleet *fleet, size_t i,
+			    struct cdp_backend_stats *st);
+
 /* ---------------------------------------------------------- other commands */
 
 /* Parsed VERSION reply. */

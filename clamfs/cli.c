@@ -83,8 +83,9 @@ static const struct limit_check checks[] = {
  * clamd will not is refused (INSTREAM) or, worse, skipped and answered
  * OK, then cached clean. Warnings only: the administrator may mean it.
  */
-static unsigned int
-check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool stream)
+static unsigned int check_clamd_limits(FILE *out,
+				       const struct clamfs_opts *opts,
+				       const char *addr, bool stream)
 {
 	uint64_t ours = opts->policy.max_scan_size;
 	struct clamd_limits l;
@@ -92,7 +93,7 @@ check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool stream)
 	unsigned int bad_line = 0, warnings = 0;
 	int ret;
 
-	ret = clamdconf_find(opts->clamd, conf, sizeof(conf));
+	ret = clamdconf_find(addr, conf, sizeof(conf));
 	if (ret == -EREMOTE) {
 		fprintf(out, "clamd.conf: clamd is on another host; check its "
 			     "MaxFileSize, MaxScanSize and StreamMaxLength "
@@ -138,44 +139,56 @@ check_clamd_limits(FILE *out, const struct clamfs_opts *opts, bool stream)
 	return warnings;
 }
 
-/* The exit status clamd's part of --check earns (exitcode.h). */
-static int check_clamd(FILE *out, const struct clamfs_opts *opts)
+/* One backend's part of --check: EXIT_OK when it answers. */
+static int check_backend(FILE *out, struct cdp_pool *pool, const char *addr)
 {
-	struct cdp_pool *pool = NULL;
-	enum scan_mode mode;
 	struct cdp_result res;
 	struct cdp_version ver;
-	char err[512];
-	int status = EXIT_CLAMD;
 
-	/* the daemon's own rules: what passes here, a mount accepts */
-	if (poolcfg_new(opts, 1, &mode, &pool, err, sizeof(err)) != 0) {
-		fprintf(out, "%s\n", err);
-		return EXIT_CONFIG;
-	}
 	if (cdp_ping(pool, &res) != 0) {
-		fprintf(out, "clamd %s: not answering: %s: %s\n", opts->clamd,
+		fprintf(out, "clamd %s: not answering: %s: %s\n", addr,
 			cdp_errcat_name(res.cat), res.text);
-		goto out;
+		return EXIT_CLAMD;
 	}
 	if (cdp_version(pool, &ver, &res) != 0) {
-		fprintf(out, "clamd %s: VERSION failed: %s\n", opts->clamd,
-			res.text);
-		goto out;
+		fprintf(out, "clamd %s: VERSION failed: %s\n", addr, res.text);
+		return EXIT_CLAMD;
 	}
 	if (ver.db_version)
 		fprintf(out,
 			"clamd %s: ok, ClamAV %s, database version %lu (%s)\n",
-			opts->clamd, ver.engine, ver.db_version, ver.db_date);
+			addr, ver.engine, ver.db_version, ver.db_date);
 	else
 		fprintf(out,
 			"clamd %s: ok, ClamAV %s, no database version (custom "
 			"signatures only: cache_ttl bounds old verdicts)\n",
-			opts->clamd, ver.engine);
-	check_clamd_limits(out, opts, mode == SCAN_MODE_STREAM);
-	status = EXIT_OK;
-out:
-	cdp_pool_free(pool);
+			addr, ver.engine);
+	return EXIT_OK;
+}
+
+/* The exit status clamd's part of --check earns (exitcode.h): every
+ * backend must answer. */
+static int check_clamd(FILE *out, const struct clamfs_opts *opts)
+{
+	struct cdp_fleet *fleet = NULL;
+	enum scan_mode mode;
+	char err[512];
+	int status = EXIT_OK;
+
+	/* the daemon's own rules: what passes here, a mount accepts */
+	if (poolcfg_new(opts, 1, &mode, &fleet, err, sizeof(err)) != 0) {
+		fprintf(out, "%s\n", err);
+		return EXIT_CONFIG;
+	}
+	for (size_t i = 0; i < cdp_fleet_size(fleet); i++)
+		if (check_backend(out, cdp_fleet_pool(fleet, i),
+				  cdp_fleet_addr(fleet, i)) != EXIT_OK)
+			status = EXIT_CLAMD;
+	if (status == EXIT_OK)
+		/* the first backend's clamd.conf stands for the fleet's */
+		check_clamd_limits(out, opts, cdp_fleet_addr(fleet, 0),
+				   mode == SCAN_MODE_STREAM);
+	cdp_fleet_free(fleet);
 	return status;
 }
 

@@ -203,6 +203,23 @@ static void print_version(void)
 	fuse_lowlevel_version();
 }
 
+/* clamd='s lines (one per backend) as one log line: "a; b weight=2". */
+static const char *one_line(const char *lines, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	for (const char *c = lines; c && *c && used + 3 < len; c++) {
+		if (*c == '\n') {
+			buf[used++] = ';';
+			buf[used++] = ' ';
+		} else {
+			buf[used++] = *c;
+		}
+	}
+	buf[used] = '\0';
+	return buf;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -214,7 +231,7 @@ int main(int argc, char *argv[])
 	struct fdlimit fdlim;
 	size_t inode_budget;
 	char *backend = NULL, *mnt = NULL;
-	char err[512];
+	char err[512], clamd[1024];
 	struct stat root_st;
 	int root_fd, creds_err, ret = 1;
 
@@ -328,7 +345,7 @@ int main(int argc, char *argv[])
 	install_crash_handlers(mnt);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
 		 "on_error=%s",
-		 backend, mnt, opts.clamd,
+		 backend, mnt, one_line(opts.clamd, clamd, sizeof(clamd)),
 		 /* not fs.scan_mode: a SIGHUP may be changing it already */
 		 scan_mode_name(scanq_mode(fs.scanq)),
 		 infected_action_name(opts.policy.on_infected),

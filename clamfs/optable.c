@@ -115,9 +115,9 @@ const struct opt_row optable[] = {
 	 .metavar = "LEVEL", .help = "error, warning, info or debug",
 	 .reload = RELOAD_LIVE},
 	/* [clamd] */
-	{.name = "clamd", .section = "clamd", .type = OPT_STRING,
+	{.name = "clamd", .section = "clamd", .type = OPT_LINES,
 	 .offset = FIELD(clamd), .def = OPTS_DEFAULT_CLAMD, .metavar = "ADDR",
-	 .help = "clamd socket path, unix:PATH or tcp://HOST:PORT",
+	 .help = "a clamd (repeatable): PATH or tcp://HOST:PORT, weight=N conns=N",
 	 .reload = RELOAD_POOL},
 	{.name = "clamd_connections", .section = "clamd", .type = OPT_UINT,
 	 .offset = FIELD(clamd_connections), .min = 1, .max = 256,
@@ -367,6 +367,33 @@ static int set_flag(const struct opt_row *row, void *f, const char *val,
 	return 0;
 }
 
+/*
+ * Adds val as a line to *dst when this source (opts->layer) set it before,
+ * else replaces it: several clamd= lines in the file make one fleet, and
+ * -o clamd= on the command line replaces the file's fleet.
+ */
+static int add_line(struct clamfs_opts *opts, char **dst, const char *val,
+		    char *err, size_t errlen)
+{
+	char *joined;
+
+	if (*val == '\0' || strchr(val, '\n')) {
+		snprintf(err, errlen, "empty clamd= address");
+		return -EINVAL;
+	}
+	if (!*dst || opts->lines_layer != opts->layer) {
+		opts->lines_layer = opts->layer;
+		return set_string(dst, val, err, errlen);
+	}
+	if (asprintf(&joined, "%s\n%s", *dst, val) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	free(*dst);
+	*dst = joined;
+	return 0;
+}
+
 static int set_list(struct clamfs_opts *opts, const struct opt_row *row,
 		    const char *val, const char *arg, char *err, size_t errlen)
 {
@@ -473,6 +500,8 @@ int optable_set(struct clamfs_opts *opts, const struct opt_row *row,
 		return set_list(opts, row, val, arg, err, errlen);
 	case OPT_CONFIG:
 		return 0; /* read before everything else: see opts_parse */
+	case OPT_LINES:
+		return add_line(opts, f, val, err, errlen);
 	}
 	return -EINVAL;
 }
@@ -493,6 +522,8 @@ int optable_defaults(struct clamfs_opts *opts)
 		if (ret)
 			return ret; /* -ENOMEM: the table's own are valid */
 	}
+	/* what the file or the -o options set replaces a default list */
+	opts->layer = 1;
 	return 0;
 }
 
@@ -577,6 +608,17 @@ static const char *format(const struct clamfs_opts *o,
 	case OPT_GROUP:
 		snprintf(buf, len, "%zu", list_of(o, row, &items, &size));
 		return buf;
+	case OPT_LINES:
+		/* a reload's log line: one backend as it is, a fleet counted */
+		if (*(char *const *)f && strchr(*(char *const *)f, '\n')) {
+			size_t lines = 1;
+
+			for (const char *c = *(char *const *)f; *c; c++)
+				lines += *c == '\n';
+			snprintf(buf, len, "%zu backends", lines);
+			return buf;
+		}
+		return *(char *const *)f ? *(char *const *)f : "none";
 	case OPT_CONFIG:
 		break;
 	}
@@ -598,6 +640,12 @@ static bool differs(const struct clamfs_opts *o, const struct clamfs_opts *n,
 		return list_differs(o, n, row);
 	case OPT_CONFIG:
 		return false;
+	case OPT_LINES: {
+		const char *x = *(char *const *)cfield(o, row);
+		const char *y = *(char *const *)cfield(n, row);
+
+		return strcmp(x ? x : "", y ? y : "") != 0;
+	}
 	default:
 		return strcmp(format(o, row, a, sizeof(a)),
 			      format(n, row, b, sizeof(b))) != 0;

@@ -32,6 +32,9 @@ enum opt_type {
 	OPT_USER,	/* exempt_uid: a user name or number, appended */
 	OPT_GROUP,	/* exempt_gid: a group name or number, appended */
 	OPT_CONFIG,	/* config=: read before everything else (opts.c) */
+	OPT_LINES,	/* clamd=: a non-empty string; repeated in one source
+			 * (the file, or the -o options) it adds a line, and
+			 * a later source replaces what an earlier one set */
 };
 
 /* What a reload (SIGHUP, clamfs --reload) does with a changed value. */

@@ -299,6 +299,7 @@ int opts_parse(int argc, char *argv[], struct clamfs_opts *opts,
 	ret = load_config(argc, argv, opts, err, errlen);
 	if (ret)
 		goto out_fail;
+	opts->layer = 2;
 	if (fuse_opt_parse(&args, &ctx, spec, opt_proc) == -1) {
 		if (ctx.error == 0)
 			parse_fail(&ctx, -EINVAL, "malformed option list");

@@ -39,7 +39,11 @@ struct clamfs_opts {
 	double negative_timeout;
 
 	/* scanning */
-	char *clamd; /* UNIX socket path or tcp://host:port */
+	/*
+	 * One line per backend: "ADDR [weight=N] [conns=N]", ADDR a UNIX
+	 * socket path or tcp://host:port (poolcfg.c reads them).
+	 */
+	char *clamd;
 	/*
 	 * enum scan_mode, or -1: chosen by the address. An int, not the
 	 * enum: scanq.h's enum has no "not given".
@@ -64,6 +68,9 @@ struct clamfs_opts {
 	enum log_level log_level;
 	char *mount_options;  /* FUSE mount options from the file */
 	char *mountpoint_opt; /* mountpoint= from the file or -o */
+	/* which source is being read (0 defaults, 1 file, 2 -o options),
+	 * and which one last set the OPT_LINES key (clamd=) */
+	unsigned int layer, lines_layer;
 };
 
 #define OPTS_DEFAULT_THREADS 16

@@ -1,14 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Configuration to clamd pool: the address rules and the scan mode an
- * address resolves to, shared by the daemon and --check.
+ * Configuration to clamd backends: the clamd= line syntax, the address
+ * rules and the scan mode an address resolves to, shared by the daemon
+ * and --check.
  */
 #include "poolcfg.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "log.h"
+
+/* One clamd= line, parsed. */
+struct backend {
+	char addr[512];
+	unsigned int weight; /* 0: the default */
+	unsigned int conns;  /* 0: the default */
+	bool unix_socket;
+};
 
 static const char *addr_error(int ret)
 {
@@ -16,35 +28,164 @@ static const char *addr_error(int ret)
 			      : strerror(-ret);
 }
 
-int poolcfg_check(const struct clamfs_opts *opts, enum scan_mode *mode,
-		  char *err, size_t errlen)
+static int check_addr(const char *s, bool *unix_socket, char *err,
+		      size_t errlen)
 {
-	const char *path = opts->clamd;
+	const char *path = s;
 	struct cdp_addr *addr;
-	bool unix_socket;
 	int ret;
 
 	if (strncmp(path, "unix:", 5) == 0)
 		path += 5;
-	if (path[0] != '/' && strncmp(opts->clamd, "tcp://", 6) != 0) {
+	if (path[0] != '/' && strncmp(s, "tcp://", 6) != 0) {
 		snprintf(err, errlen,
 			 "clamd=%s: want an absolute socket path or "
 			 "tcp://HOST:PORT",
-			 opts->clamd);
+			 s);
 		return -EINVAL;
 	}
-	ret = cdp_addr_parse(opts->clamd, &addr);
+	ret = cdp_addr_parse(s, &addr);
 	if (ret) {
-		snprintf(err, errlen, "clamd=%s: %s", opts->clamd,
-			 addr_error(ret));
+		snprintf(err, errlen, "clamd=%s: %s", s, addr_error(ret));
 		return ret;
 	}
-	unix_socket = cdp_addr_kind(addr) == CDP_ADDR_UNIX;
+	*unix_socket = cdp_addr_kind(addr) == CDP_ADDR_UNIX;
 	cdp_addr_free(addr);
+	return 0;
+}
+
+/* "weight=N" or "conns=N" after the address. */
+static int parse_setting(const char *line, const char *word, struct backend *b,
+			 char *err, size_t errlen)
+{
+	unsigned long max = POOLCFG_MAX_WEIGHT, n;
+	unsigned int *dst = &b->weight;
+	const char *v;
+	char *end;
+
+	if (strncmp(word, "weight=", 7) == 0) {
+		v = word + 7;
+	} else if (strncmp(word, "conns=", 6) == 0) {
+		v = word + 6;
+		dst = &b->conns;
+		max = POOLCFG_MAX_CONNS;
+	} else {
+		snprintf(err, errlen,
+			 "clamd=%s: unknown '%s': want ADDR [weight=N] "
+			 "[conns=N]",
+			 line, word);
+		return -EINVAL;
+	}
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (*v < '0' || *v > '9' || *end || errno || n < 1 || n > max) {
+		snprintf(err, errlen, "clamd=%s: bad '%s': want 1 to %lu", line,
+			 word, max);
+		return -EINVAL;
+	}
+	*dst = (unsigned int)n;
+	return 0;
+}
+
+/* One line "ADDR [weight=N] [conns=N]" into *b. */
+static int parse_line(const char *line, struct backend *b, char *err,
+		      size_t errlen)
+{
+	char copy[1024], *save = NULL, *word;
+	int ret;
+
+	memset(b, 0, sizeof(*b));
+	if (strlen(line) >= sizeof(copy) - 1) {
+		snprintf(err, errlen, "clamd=%.40s...: too long", line);
+		return -EINVAL;
+	}
+	strcpy(copy, line);
+	word = strtok_r(copy, " \t", &save);
+	if (!word) {
+		snprintf(err, errlen, "empty clamd= address");
+		return -EINVAL;
+	}
+	if (strlen(word) >= sizeof(b->addr)) {
+		snprintf(err, errlen, "clamd=%.40s...: %s", word,
+			 strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
+	strcpy(b->addr, word);
+	ret = check_addr(b->addr, &b->unix_socket, err, errlen);
+	if (ret)
+		return ret;
+	while ((word = strtok_r(NULL, " \t", &save))) {
+		ret = parse_setting(line, word, b, err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Every line of opts->clamd into a malloc()ed array. */
+static int parse_all(const struct clamfs_opts *opts, struct backend **out,
+		     size_t *n, char *err, size_t errlen)
+{
+	const char *line = opts->clamd ? opts->clamd : CDP_DEFAULT_ADDR;
+	struct backend *b = NULL;
+	size_t count = 0;
+	int ret = 0;
+
+	*out = NULL;
+	*n = 0;
+	while (line) {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		char one[1024];
+		struct backend *grown;
+
+		if (count == POOLCFG_MAX_BACKENDS) {
+			snprintf(err, errlen, "more than %d clamd= backends",
+				 POOLCFG_MAX_BACKENDS);
+			ret = -EINVAL;
+			goto fail;
+		}
+		snprintf(one, sizeof(one), "%.*s", (int)len, line);
+		grown = realloc(b, (count + 1) * sizeof(*b));
+		if (!grown) {
+			snprintf(err, errlen, "out of memory");
+			ret = -ENOMEM;
+			goto fail;
+		}
+		b = grown;
+		ret = parse_line(one, &b[count], err, errlen);
+		if (ret)
+			goto fail;
+		for (size_t i = 0; i < count; i++)
+			if (strcmp(b[i].addr, b[count].addr) == 0) {
+				snprintf(err, errlen, "clamd=%s given twice",
+					 b[i].addr);
+				ret = -EINVAL;
+				goto fail;
+			}
+		count++;
+		line = nl ? nl + 1 : NULL;
+	}
+	*out = b;
+	*n = count;
+	return 0;
+fail:
+	free(b);
+	return ret;
+}
+
+static int resolve_mode(const struct clamfs_opts *opts, const struct backend *b,
+			size_t n, enum scan_mode *mode, char *err,
+			size_t errlen)
+{
+	bool all_unix = true;
+
+	for (size_t i = 0; i < n; i++)
+		all_unix = all_unix && b[i].unix_socket;
 	*mode = opts->scan_mode >= 0 ? (enum scan_mode)opts->scan_mode
-		: unix_socket	     ? SCAN_MODE_FDPASS
+		: all_unix	     ? SCAN_MODE_FDPASS
 				     : SCAN_MODE_STREAM;
-	if (*mode == SCAN_MODE_FDPASS && !unix_socket) {
+	if (*mode == SCAN_MODE_FDPASS && !all_unix) {
 		snprintf(err, errlen,
 			 "scan_mode=fdpass needs clamd on a UNIX socket; use "
 			 "scan_mode=stream over TCP");
@@ -53,27 +194,74 @@ int poolcfg_check(const struct clamfs_opts *opts, enum scan_mode *mode,
 	return 0;
 }
 
-int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
-		enum scan_mode *mode, struct cdp_pool **pool, char *err,
-		size_t errlen)
+int poolcfg_check(const struct clamfs_opts *opts, enum scan_mode *mode,
+		  char *err, size_t errlen)
 {
-	struct cdp_config cfg;
+	struct backend *b;
+	size_t n;
 	int ret;
 
-	*pool = NULL;
-	ret = poolcfg_check(opts, mode, err, errlen);
+	ret = parse_all(opts, &b, &n, err, errlen);
 	if (ret)
 		return ret;
-	cdp_config_init(&cfg);
-	cfg.addr = opts->clamd;
-	cfg.max_conns = max_conns		  ? max_conns
-			: opts->clamd_connections ? opts->clamd_connections
-						  : opts->scan_threads;
-	cfg.scan_timeout_ms = (int)opts->scan_timeout * 1000;
-	cfg.connect_timeout_ms = (int)opts->clamd_connect_timeout * 1000;
-	ret = cdp_pool_new(&cfg, pool);
+	ret = resolve_mode(opts, b, n, mode, err, errlen);
+	free(b);
+	return ret;
+}
+
+static void fleet_log(void *arg, enum cdp_log_level level, const char *msg)
+{
+	(void)arg;
+	if (level == CDP_LOG_WARNING)
+		log_warn("%s", msg);
+	else
+		log_info("%s", msg);
+}
+
+int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
+		enum scan_mode *mode, struct cdp_fleet **fleet, char *err,
+		size_t errlen)
+{
+	struct cdp_backend_config *bc = NULL;
+	struct cdp_fleet_config cfg;
+	struct backend *b = NULL;
+	size_t n, bad;
+	int ret;
+
+	*fleet = NULL;
+	ret = parse_all(opts, &b, &n, err, errlen);
 	if (ret)
-		snprintf(err, errlen, "clamd=%s: %s", opts->clamd,
+		return ret;
+	ret = resolve_mode(opts, b, n, mode, err, errlen);
+	if (ret)
+		goto out;
+	ret = -ENOMEM;
+	bc = calloc(n, sizeof(*bc));
+	if (!bc) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	cdp_fleet_config_init(&cfg);
+	cfg.pool.max_conns = max_conns		       ? max_conns
+			     : opts->clamd_connections ? opts->clamd_connections
+						       : opts->scan_threads;
+	cfg.pool.scan_timeout_ms = (int)opts->scan_timeout * 1000;
+	cfg.pool.connect_timeout_ms = (int)opts->clamd_connect_timeout * 1000;
+	cfg.log = fleet_log;
+	for (size_t i = 0; i < n; i++) {
+		bc[i].addr = b[i].addr;
+		bc[i].weight = b[i].weight;
+		bc[i].max_conns = max_conns ? max_conns : b[i].conns;
+		/* stream wherever fdpass cannot go, unless a mode was given */
+		bc[i].fildes = *mode == SCAN_MODE_FDPASS ||
+			       (opts->scan_mode < 0 && b[i].unix_socket);
+	}
+	ret = cdp_fleet_new(&cfg, bc, n, fleet, &bad);
+	if (ret)
+		snprintf(err, errlen, "clamd=%s: %s", b[bad].addr,
 			 addr_error(ret));
+out:
+	free(bc);
+	free(b);
 	return ret;
 }

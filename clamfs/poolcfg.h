@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The one place that turns a configuration into a clamd connection pool,
- * for the daemon (at start and on reload) and for --check alike, so both
- * accept the same addresses and scan modes. No FUSE.
+ * The one place that turns a configuration into clamd backends (a fleet
+ * of one pool each), for the daemon (at start and on reload) and for
+ * --check alike, so both accept the same addresses and scan modes. No FUSE.
  */
 #ifndef CLAMFS_POOLCFG_H
 #define CLAMFS_POOLCFG_H
@@ -13,25 +13,33 @@
 #include "opts.h"
 #include "scanq.h"
 
+/* Limits of a backend's settings. */
+#define POOLCFG_MAX_WEIGHT   1000
+#define POOLCFG_MAX_CONNS    256
+#define POOLCFG_MAX_BACKENDS 64
+
 /*
- * Checks opts' clamd address and scan mode: an absolute socket path
- * (also written unix:/path; the daemon runs from "/" once in the
- * background, so a relative one would change meaning) or tcp://HOST:PORT,
- * and a scan mode the address can carry (fdpass needs a UNIX socket).
- * Fills *mode with the scan mode opts resolves to. 0, or -EINVAL (or
- * -ENAMETOOLONG, -ENOMEM) with a one-line reason in err.
+ * Checks every clamd= line of opts: "ADDR [weight=N] [conns=N]", ADDR an
+ * absolute socket path (also written unix:/path; the daemon runs from "/"
+ * once in the background, so a relative one would change meaning) or
+ * tcp://HOST:PORT, each address once, and a scan mode every address can
+ * carry (fdpass needs UNIX sockets). Fills *mode with the scan mode opts
+ * resolves to: the one given, else fdpass when every backend is a UNIX
+ * socket and stream otherwise (then each UNIX backend still gets fdpass).
+ * 0, or -EINVAL (or -ENAMETOOLONG, -ENOMEM) with a one-line reason in err.
  */
 int poolcfg_check(const struct clamfs_opts *opts, enum scan_mode *mode,
 		  char *err, size_t errlen);
 
 /*
- * poolcfg_check, then a pool for opts' clamd with opts' scan timeout and
- * max_conns connections (0: clamd_connections, or scan_threads when that
- * is not set). 0 and the pool in *pool, or a negative errno with a
- * one-line reason in err.
+ * poolcfg_check, then a fleet of opts' clamd backends with opts' scan
+ * timeout; each backend gets conns=N connections, else max_conns when it
+ * is not 0, else clamd_connections, else scan_threads. Its state changes
+ * go to clamfs's log. 0 and the fleet in *fleet (not started), or a
+ * negative errno with a one-line reason in err.
  */
 int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
-		enum scan_mode *mode, struct cdp_pool **pool, char *err,
+		enum scan_mode *mode, struct cdp_fleet **fleet, char *err,
 		size_t errlen);
 
 #endif

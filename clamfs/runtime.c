@@ -43,10 +43,10 @@ struct generation {
 	 * In use by this generation. One a reload keeps moves on to the
 	 * successor, which then frees it: it lives as long as the newest.
 	 */
-	struct cdp_pool *pool;
+	struct cdp_fleet *fleet; /* the clamd backends */
 	struct vcache *vcache;
 	struct detect *detect;
-	bool owns_pool, owns_vcache, owns_detect;
+	bool owns_fleet, owns_vcache, owns_detect;
 };
 
 struct runtime {
@@ -75,8 +75,8 @@ static struct generation *generation_new(void)
 
 static void generation_free(struct generation *g)
 {
-	if (g->owns_pool)
-		cdp_pool_free(g->pool);
+	if (g->owns_fleet)
+		cdp_fleet_free(g->fleet);
 	if (g->owns_vcache)
 		vcache_free(g->vcache);
 	if (g->owns_detect)
@@ -134,6 +134,19 @@ static void *hold_generation(void *fs)
 static void release_generation(void *pin)
 {
 	fs_unpin(pin);
+}
+
+/* 0 when any backend answers PING, else the last one's failure. */
+static int ping_any(struct cdp_fleet *fleet, struct cdp_result *res)
+{
+	int ret = -ENOENT;
+
+	for (size_t i = 0; i < cdp_fleet_size(fleet); i++) {
+		ret = cdp_ping(cdp_fleet_pool(fleet, i), res);
+		if (ret == 0)
+			break;
+	}
+	return ret;
 }
 
 static bool str_differs(const char *a, const char *b)
@@ -269,11 +282,11 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
-	if (poolcfg_new(opts, 0, &fs->scan_mode, &g->pool, err, sizeof(err))) {
+	if (poolcfg_new(opts, 0, &fs->scan_mode, &g->fleet, err, sizeof(err))) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
-	g->owns_pool = true;
+	g->owns_fleet = true;
 	fs->policy = &opts->policy;
 	fs->scan_on_close = opts->scan_on_close;
 	if (opts->policy.on_infected == INFECTED_QUARANTINE) {
@@ -334,7 +347,7 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
-		if (cdp_ping(rt->current->pool, &res) == 0) {
+		if (ping_any(rt->current->fleet, &res) == 0) {
 			if (said)
 				log_info("clamd answers; going ahead");
 			return 0;
@@ -432,7 +445,7 @@ static struct cdp_pool *watch_pin_pool(void *arg, void **pin)
 	struct generation *g = fs_pin(rt->fs);
 
 	*pin = g;
-	return g->pool;
+	return cdp_fleet_pool(g->fleet, 0);
 }
 
 static void watch_unpin(void *arg, void *pin)
@@ -458,7 +471,7 @@ static void say_if_clamd_silent(struct runtime *rt)
 {
 	struct cdp_result res = {0};
 
-	if (cdp_ping(rt->current->pool, &res) == 0)
+	if (ping_any(rt->current->fleet, &res) == 0)
 		return;
 	log_err("clamd is not answering: %s: every open that needs a scan is "
 		"refused (or served unscanned where on_error=allow) until it "
@@ -505,7 +518,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 		rt->argc = argc + 2;
 		rt->argv = rt->argv_copy;
 	}
-	qcfg.pool = rt->current->pool;
+	qcfg.fleet = rt->current->fleet;
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
 	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
@@ -515,6 +528,9 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	qcfg.hold_arg = rt->fs;
 	qcfg.observe = observe_scan;
 	qcfg.observe_arg = &rt->fs->stats;
+	ret = cdp_fleet_start(rt->current->fleet);
+	if (ret)
+		return ret;
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
 	if (ret)
 		return ret;
@@ -610,10 +626,16 @@ static int reload_build(struct runtime *rt, const struct generation *g,
 		goto out;
 	}
 	if (optable_differs(o, n, RELOAD_POOL)) {
-		ret = poolcfg_new(n, 0, mode, &next->pool, err, err_len);
+		ret = poolcfg_new(n, 0, mode, &next->fleet, err, err_len);
 		if (ret)
 			goto out;
-		next->owns_pool = true;
+		next->owns_fleet = true;
+		ret = cdp_fleet_start(next->fleet);
+		if (ret) {
+			snprintf(err, err_len, "cannot start the prober: %s",
+				 strerror(-ret));
+			goto out;
+		}
 	}
 	ret = -ENOMEM;
 	if (optable_differs(o, n, RELOAD_CACHE)) {
@@ -678,7 +700,7 @@ static void publish(struct runtime *rt, struct generation *g,
 		    struct generation *next, enum scan_mode mode)
 {
 	struct clamfs_fs *fs = rt->fs;
-	bool new_pool = next->pool != NULL;
+	bool new_pool = next->fleet != NULL;
 
 #define MOVE_ON(obj)                                                           \
 	do {                                                                   \
@@ -688,7 +710,7 @@ static void publish(struct runtime *rt, struct generation *g,
 			g->owns_##obj = false;                                 \
 		}                                                              \
 	} while (0)
-	MOVE_ON(pool);
+	MOVE_ON(fleet);
 	MOVE_ON(vcache);
 	MOVE_ON(detect);
 #undef MOVE_ON
@@ -698,8 +720,8 @@ static void publish(struct runtime *rt, struct generation *g,
 	 */
 	if (new_pool) {
 		fs->scan_mode = mode;
-		scanq_reconfigure(fs->scanq, next->pool, mode,
-				  (int)next->opts->scan_timeout * 1000);
+		scanq_reconfigure_fleet(fs->scanq, next->fleet, mode,
+					(int)next->opts->scan_timeout * 1000);
 	}
 	__atomic_store_n(&fs->vcache, next->vcache, __ATOMIC_RELEASE);
 	__atomic_store_n(&fs->detect, next->detect, __ATOMIC_RELEASE);

@@ -363,20 +363,20 @@ static bool path_is_file(const char *path, const struct vcache_file *f)
 	return same_content(&now, f);
 }
 
-void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res)
+static void scan_on(const struct scanq_scan *s, struct cdp_pool *pool,
+		    enum scan_mode mode, int timeout_ms, struct cdp_result *res)
 {
-	switch (s->mode) {
+	switch (mode) {
 	case SCAN_MODE_FDPASS:
-		cdp_scan_fildes(s->pool, s->fd, s->timeout_ms, s->cancel, res);
+		cdp_scan_fildes(pool, s->fd, timeout_ms, s->cancel, res);
 		return;
 	case SCAN_MODE_STREAM:
-		cdp_scan_stream_fd(s->pool, s->fd, s->timeout_ms, s->cancel,
-				   res);
+		cdp_scan_stream_fd(pool, s->fd, timeout_ms, s->cancel, res);
 		return;
 	case SCAN_MODE_PATH:
 		if (!s->path || !path_is_file(s->path, s->file))
 			goto moved;
-		cdp_scan_path(s->pool, s->path, s->timeout_ms, s->cancel, res);
+		cdp_scan_path(pool, s->path, timeout_ms, s->cancel, res);
 		if (res->verdict != CDP_ERROR &&
 		    !path_is_file(s->path, s->file))
 			goto moved;
@@ -387,13 +387,49 @@ moved:
 	     "file moved or changed while scanned by path");
 }
 
+static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
+{
+	int exclude = s->attempt > 0 && s->note ? s->note->backend : -1;
+	int timeout_ms = s->timeout_ms;
+	struct cdp_fleet_pick pick;
+	enum scan_mode mode = s->mode;
+
+	cdp_fleet_acquire(s->fleet, exclude, &pick);
+	if (mode != SCAN_MODE_PATH)
+		mode = pick.fildes ? SCAN_MODE_FDPASS : SCAN_MODE_STREAM;
+	/* a stalled backend must not eat the time of the retry elsewhere */
+	if (s->attempt + 1 < SCANQ_SCAN_ATTEMPTS && pick.alternatives > 0 &&
+	    timeout_ms >= 2)
+		timeout_ms /= 2;
+	if (s->note) {
+		s->note->backend = pick.index;
+		s->note->bounded = timeout_ms < s->timeout_ms;
+	}
+	scan_on(s, pick.pool, mode, timeout_ms, res);
+	cdp_fleet_release(s->fleet, &pick, res);
+}
+
+void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res)
+{
+	if (s->fleet)
+		scan_fleet(s, res);
+	else
+		scan_on(s, s->pool, s->mode, s->timeout_ms, res);
+}
+
 /* --- scanner threads --- */
 
-/* clamd may not have looked at the file: asking again may well work. */
-static bool worth_retry(const struct cdp_result *res)
+/*
+ * clamd may not have looked at the file: asking again may well work. A
+ * timeout only of an attempt cut short for a retry elsewhere (the whole
+ * deadline has not passed).
+ */
+static bool worth_retry(const struct cdp_result *res,
+			const struct scanq_attempt *note)
 {
 	return res->verdict == CDP_ERROR &&
-	       (res->cat == CDP_ERR_CONNECT || res->cat == CDP_ERR_PROTOCOL);
+	       (res->cat == CDP_ERR_CONNECT || res->cat == CDP_ERR_PROTOCOL ||
+		(res->cat == CDP_ERR_TIMEOUT && note->bounded));
 }
 
 /* Milliseconds left until the job's deadline; 0 when it has passed. */
@@ -410,6 +446,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		    struct scan_outcome *out)
 {
 	uint64_t start = now_usec();
+	struct scanq_attempt note = {.backend = -1};
 	struct scanq_config cfg;
 	struct scanq_scan s;
 	void *held = NULL;
@@ -433,6 +470,8 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	s = (struct scanq_scan){
 		.arg = cfg.scan_arg,
 		.pool = cfg.pool,
+		.fleet = cfg.fleet,
+		.note = &note,
 		.mode = cfg.mode,
 		.fd = job->fd,
 		.path = job->path,
@@ -453,7 +492,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	for (;;) {
 		cfg.scan(&s, &out->res);
 		if (++s.attempt >= SCANQ_SCAN_ATTEMPTS ||
-		    !worth_retry(&out->res) ||
+		    !worth_retry(&out->res, &note) ||
 		    cdp_cancel_triggered(job->cancel))
 			break;
 		/* the retry must fit in what is left of the deadline */
@@ -845,6 +884,18 @@ void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
 {
 	pthread_mutex_lock(&q->lock);
 	q->cfg.pool = pool;
+	q->cfg.fleet = NULL;
+	q->cfg.mode = mode;
+	q->cfg.timeout_ms = timeout_ms;
+	pthread_mutex_unlock(&q->lock);
+}
+
+void scanq_reconfigure_fleet(struct scanq *q, struct cdp_fleet *fleet,
+			     enum scan_mode mode, int timeout_ms)
+{
+	pthread_mutex_lock(&q->lock);
+	q->cfg.pool = NULL;
+	q->cfg.fleet = fleet;
 	q->cfg.mode = mode;
 	q->cfg.timeout_ms = timeout_ms;
 	pthread_mutex_unlock(&q->lock);

@@ -102,10 +102,23 @@ struct scan_waiter {
 	atomic_bool withdrawn;	 /* the reaper may now detach and answer it */
 };
 
+/*
+ * What the scanner notes about one attempt for the next: which backend of
+ * a fleet it went to (so the retry goes elsewhere), and whether it was
+ * given less than what was left of the deadline (so that its timeout is
+ * worth a retry on another backend).
+ */
+struct scanq_attempt {
+	int backend; /* -1: none yet */
+	bool bounded;
+};
+
 /* One scan as the scanner callback sees it. */
 struct scanq_scan {
-	void *arg;	       /* scanq_config.scan_arg */
-	struct cdp_pool *pool; /* as configured when the scan started */
+	void *arg;		    /* scanq_config.scan_arg */
+	struct cdp_pool *pool;	    /* as configured when the scan started */
+	struct cdp_fleet *fleet;    /* likewise; when set, pool is not used */
+	struct scanq_attempt *note; /* the scanner's, across attempts */
 	enum scan_mode mode;
 	int fd;				/* a read-only reopening of the file */
 	const char *path;		/* absolute backend path or NULL */
@@ -122,7 +135,14 @@ struct scanq_scan {
  */
 typedef void scanq_scan_fn(const struct scanq_scan *s, struct cdp_result *res);
 
-/* The real scanner: asks clamd through s->pool the way s->mode says. */
+/*
+ * The real scanner: asks clamd through s->pool the way s->mode says, or,
+ * with s->fleet, through the backend the fleet picks (not the previous
+ * attempt's for a retry); fdpass or stream as that backend was configured,
+ * unless the mode is path. A first attempt while another backend is
+ * healthy gets only half of what is left, so that a stalled backend
+ * leaves time for the retry elsewhere.
+ */
 void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
 
 /* A first attempt and one retry; see "Retries" above. */
@@ -133,6 +153,7 @@ void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
 
 struct scanq_config {
 	struct cdp_pool *pool;
+	struct cdp_fleet *fleet; /* instead of pool (the daemon's) */
 	enum scan_mode mode;
 	unsigned int threads; /* scanner threads, >= 1 */
 	int timeout_ms;	      /* deadline of one scan from its submission,
@@ -176,6 +197,11 @@ int scanq_new(const struct scanq_config *cfg, struct scanq **out);
  */
 void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
 		       enum scan_mode mode, int timeout_ms);
+
+/* The same for a fleet of backends: the scans starting from now on use
+ * fleet (and no pool). */
+void scanq_reconfigure_fleet(struct scanq *q, struct cdp_fleet *fleet,
+			     enum scan_mode mode, int timeout_ms);
 
 enum scan_mode scanq_mode(struct scanq *q);
 

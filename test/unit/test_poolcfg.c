@@ -83,11 +83,74 @@ static void test_refused_addresses(void **state)
 	(void)state;
 }
 
+/* Several clamd= lines from one source make a fleet. */
+static int check_lines(const char *const *lines, size_t n, enum scan_mode *mode,
+		       char *err, size_t errlen)
+{
+	struct clamfs_opts o;
+	char arg[256];
+	int ret;
+
+	assert_int_equal(optable_defaults(&o), 0);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(arg, sizeof(arg), "clamd=%s", lines[i]);
+		assert_int_equal(optable_set(&o, optable_find("clamd"),
+					     lines[i], arg, err, errlen),
+				 0);
+	}
+	ret = poolcfg_check(&o, mode, err, errlen);
+	opts_free(&o);
+	return ret;
+}
+
+static void test_fleet_lines(void **state)
+{
+	static const char *const mixed[] = {
+		"/run/clamd.ctl weight=2",
+		"tcp://10.0.0.2:3310 weight=3 conns=4",
+		"tcp://[::1]:3310\tconns=1",
+	};
+	static const char *const unix_only[] = {"/run/a.ctl", "/run/b.ctl"};
+	static const char *const twice[] = {"/run/a.ctl", "/run/a.ctl"};
+	enum scan_mode mode;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(check_lines(mixed, 3, &mode, err, sizeof(err)), 0);
+	/* a mixed fleet streams; its UNIX backend still gets fdpass */
+	assert_int_equal(mode, SCAN_MODE_STREAM);
+	assert_int_equal(check_lines(unix_only, 2, &mode, err, sizeof(err)), 0);
+	assert_int_equal(mode, SCAN_MODE_FDPASS);
+	assert_int_equal(check_lines(twice, 2, &mode, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "clamd=/run/a.ctl given twice");
+	assert_int_equal(
+		check("/run/a.ctl weight=0", NULL, &mode, err, sizeof(err)),
+		-EINVAL);
+	assert_string_equal(err, "clamd=/run/a.ctl weight=0: bad 'weight=0': "
+				 "want 1 to 1000");
+	assert_int_equal(
+		check("/run/a.ctl conns=257", NULL, &mode, err, sizeof(err)),
+		-EINVAL);
+	assert_int_equal(
+		check("/run/a.ctl conns=2x", NULL, &mode, err, sizeof(err)),
+		-EINVAL);
+	assert_int_equal(
+		check("/run/a.ctl speed=9", NULL, &mode, err, sizeof(err)),
+		-EINVAL);
+	assert_non_null(strstr(err, "unknown 'speed=9'"));
+	/* fdpass given: every backend must be a UNIX socket */
+	assert_int_equal(
+		check("tcp://h:1 weight=2", "fdpass", &mode, err, sizeof(err)),
+		-EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_accepted_addresses),
 		cmocka_unit_test(test_refused_addresses),
+		cmocka_unit_test(test_fleet_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

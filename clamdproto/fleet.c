@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * A fleet of clamd backends: one pool per backend for scans, one
+ * single-connection pool per backend for health probes, counters, and the
+ * prober thread.  The decisions themselves (which backend, when ejected,
+ * when probed) are fleetsel.c's; this file only runs them under its lock
+ * with the real clock and logs each change of state once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleetsel.h"
+#include "internal.h"
+
+struct backend {
+	char *addr;
+	struct cdp_pool *pool;	/* scans */
+	struct cdp_pool *probe; /* PINGs: one fresh connection each */
+	bool fildes;
+	bool probing; /* the prober is at it: not due again meanwhile */
+	uint64_t scans, errors, ejections;
+	uint64_t timed, total_ms, last_ms, max_ms;
+};
+
+struct cdp_fleet {
+	struct cdp_fleet_config cfg;
+	struct cdp_fsel_timing timing;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t prober;
+	bool started, stopping;
+	unsigned rr;
+	size_t n;
+	struct backend *b;
+	struct cdp_fsel *sel; /* backend i's decision state: sel[i] */
+};
+
+void cdp_fleet_config_init(struct cdp_fleet_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cdp_config_init(&cfg->pool);
+	cfg->probe_interval_ms = 5000;
+	cfg->probe_timeout_ms = 2000;
+	cfg->backoff_min_ms = 500;
+	cfg->backoff_max_ms = 30000;
+}
+
+static void say(struct cdp_fleet *f, enum cdp_log_level level, const char *fmt,
+		...) __attribute__((format(printf, 3, 4)));
+
+static void say(struct cdp_fleet *f, enum cdp_log_level level, const char *fmt,
+		...)
+{
+	char msg[CDP_TEXT_MAX + 256];
+	va_list ap;
+
+	if (!f->cfg.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	f->cfg.log(f->cfg.log_arg, level, msg);
+}
+
+static int new_pools(struct cdp_fleet *f, struct backend *b,
+		     struct cdp_fsel *sel, const struct cdp_backend_config *bc)
+{
+	struct cdp_config pc = f->cfg.pool, qc = f->cfg.pool;
+	int rc;
+
+	b->addr = strdup(bc->addr ? bc->addr : CDP_DEFAULT_ADDR);
+	if (!b->addr)
+		return -ENOMEM;
+	pc.addr = b->addr;
+	if (bc->max_conns)
+		pc.max_conns = bc->max_conns;
+	rc = cdp_pool_new(&pc, &b->pool);
+	if (rc)
+		return rc;
+	if (bc->fildes &&
+	    cdp_addr_kind(cdp_pool_addr(b->pool)) != CDP_ADDR_UNIX)
+		return -EINVAL;
+	b->fildes = bc->fildes;
+	qc.addr = b->addr;
+	qc.max_conns = 1;
+	qc.no_session = 1;
+	qc.connect_timeout_ms = f->cfg.probe_timeout_ms;
+	qc.io_timeout_ms = f->cfg.probe_timeout_ms;
+	rc = cdp_pool_new(&qc, &b->probe);
+	if (rc)
+		return rc;
+	cdp_fsel_init(sel, bc->weight, pc.max_conns ? pc.max_conns : 8,
+		      &f->timing, cdp_now_ms());
+	return 0;
+}
+
+int cdp_fleet_new(const struct cdp_fleet_config *cfg,
+		  const struct cdp_backend_config *backends, size_t n,
+		  struct cdp_fleet **fleetp, size_t *bad)
+{
+	struct cdp_fleet_config def;
+	pthread_condattr_t ca;
+	struct cdp_fleet *f;
+	size_t i;
+	int rc;
+
+	*fleetp = NULL;
+	*bad = 0;
+	if (n == 0)
+		return -EINVAL;
+	cdp_fleet_config_init(&def);
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->cfg = *cfg;
+	if (f->cfg.probe_interval_ms <= 0)
+		f->cfg.probe_interval_ms = def.probe_interval_ms;
+	if (f->cfg.probe_timeout_ms <= 0)
+		f->cfg.probe_timeout_ms = def.probe_timeout_ms;
+	if (f->cfg.backoff_min_ms <= 0)
+		f->cfg.backoff_min_ms = def.backoff_min_ms;
+	if (f->cfg.backoff_max_ms < f->cfg.backoff_min_ms)
+		f->cfg.backoff_max_ms = f->cfg.backoff_min_ms;
+	f->timing = (struct cdp_fsel_timing){
+		.probe_interval_ms = f->cfg.probe_interval_ms,
+		.backoff_min_ms = f->cfg.backoff_min_ms,
+		.backoff_max_ms = f->cfg.backoff_max_ms,
+	};
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&f->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	f->b = calloc(n, sizeof(*f->b));
+	f->sel = calloc(n, sizeof(*f->sel));
+	if (!f->b || !f->sel) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	f->n = n;
+	for (i = 0; i < n; i++) {
+		rc = new_pools(f, &f->b[i], &f->sel[i], &backends[i]);
+		if (rc) {
+			*bad = i;
+			goto fail;
+		}
+	}
+	*fleetp = f;
+	return 0;
+fail:
+	cdp_fleet_free(f);
+	return rc;
+}
+
+/* Probe every due backend once; called and returns with the lock held. */
+static void probe_due(struct cdp_fleet *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->n && !f->stopping; i++) {
+		struct backend *b = &f->b[i];
+		struct cdp_result res;
+		bool changed, ok;
+
+		if (b->probing || !cdp_fsel_probe_due(&f->sel[i], cdp_now_ms()))
+			continue;
+		b->probing = true;
+		pthread_mutex_unlock(&f->lock);
+		ok = cdp_ping(b->probe, &res) == 0;
+		pthread_mutex_lock(&f->lock);
+		b->probing = false;
+		if (ok) {
+			changed = cdp_fsel_succeeded(&f->sel[i], &f->timing,
+						     cdp_now_ms());
+		} else {
+			changed = cdp_fsel_failed(&f->sel[i], &f->timing,
+						  cdp_now_ms());
+			if (changed)
+				b->ejections++;
+		}
+		if (!changed)
+			continue;
+		pthread_mutex_unlock(&f->lock);
+		if (ok)
+			say(f, CDP_LOG_INFO,
+			    "clamd %s: answers PING again, back in the fleet",
+			    b->addr);
+		else
+			say(f, CDP_LOG_WARNING,
+			    "clamd %s: PING failed (%s: %s), ejected from the "
+			    "fleet until it answers again",
+			    b->addr, cdp_errcat_name(res.cat), res.text);
+		pthread_mutex_lock(&f->lock);
+	}
+}
+
+static void *prober_main(void *arg)
+{
+	struct cdp_fleet *f = arg;
+
+	pthread_mutex_lock(&f->lock);
+	while (!f->stopping) {
+		int64_t due = cdp_fsel_next_due(f->sel, f->n);
+		struct timespec ts;
+
+		if (due > cdp_now_ms()) {
+			ts.tv_sec = due / 1000;
+			ts.tv_nsec = (long)(due % 1000) * 1000000L;
+			pthread_cond_timedwait(&f->wake, &f->lock, &ts);
+			continue;
+		}
+		probe_due(f);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+int cdp_fleet_start(struct cdp_fleet *f)
+{
+	int rc;
+
+	if (f->n < 2 || f->started)
+		return 0;
+	rc = pthread_create(&f->prober, NULL, prober_main, f);
+	if (rc)
+		return -rc;
+	f->started = true;
+	return 0;
+}
+
+void cdp_fleet_free(struct cdp_fleet *f)
+{
+	size_t i;
+
+	if (!f)
+		return;
+	if (f->started) {
+		pthread_mutex_lock(&f->lock);
+		f->stopping = true;
+		pthread_cond_signal(&f->wake);
+		pthread_mutex_unlock(&f->lock);
+		pthread_join(f->prober, NULL);
+	}
+	for (i = 0; f->b && i < f->n; i++) {
+		cdp_pool_free(f->b[i].pool);
+		cdp_pool_free(f->b[i].probe);
+		free(f->b[i].addr);
+	}
+	free(f->b);
+	free(f->sel);
+	pthread_cond_destroy(&f->wake);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+size_t cdp_fleet_size(const struct cdp_fleet *f)
+{
+	return f->n;
+}
+
+struct cdp_pool *cdp_fleet_pool(const struct cdp_fleet *f, size_t i)
+{
+	return i < f->n ? f->b[i].pool : NULL;
+}
+
+const char *cdp_fleet_addr(const struct cdp_fleet *f, size_t i)
+{
+	return i < f->n ? f->b[i].addr : NULL;
+}
+
+void cdp_fleet_acquire(struct cdp_fleet *f, int exclude,
+		       struct cdp_fleet_pick *pick)
+{
+	int i;
+
+	pthread_mutex_lock(&f->lock);
+	i = cdp_fsel_pick(f->sel, f->n, exclude, &f->rr);
+	f->sel[i].inflight++;
+	pick->index = i;
+	pick->pool = f->b[i].pool;
+	pick->fildes = f->b[i].fildes;
+	pick->alternatives = cdp_fsel_healthy(f->sel, f->n, i);
+	pthread_mutex_unlock(&f->lock);
+	pick->started_ms = cdp_now_ms();
+}
+
+void cdp_fleet_release(struct cdp_fleet *f, const struct cdp_fleet_pick *pick,
+		       const struct cdp_result *res)
+{
+	struct backend *b = &f->b[pick->index];
+	int64_t now = cdp_now_ms();
+	uint64_t ms = (uint64_t)(now - pick->started_ms);
+	bool ejected = false, back = false;
+
+	pthread_mutex_lock(&f->lock);
+	f->sel[pick->index].inflight--;
+	b->scans++;
+	if (res->verdict == CDP_ERROR && res->cat != CDP_ERR_CANCELLED)
+		b->errors++;
+	if (res->cat != CDP_ERR_CANCELLED) {
+		b->timed++;
+		b->total_ms += ms;
+		b->last_ms = ms;
+		if (ms > b->max_ms)
+			b->max_ms = ms;
+	}
+	if (cdp_fsel_is_failure(res)) {
+		ejected =
+			cdp_fsel_failed(&f->sel[pick->index], &f->timing, now);
+		if (ejected)
+			b->ejections++;
+	} else if (res->verdict != CDP_ERROR) {
+		back = cdp_fsel_succeeded(&f->sel[pick->index], &f->timing,
+					  now);
+	}
+	if (ejected)
+		pthread_cond_signal(&f->wake);
+	pthread_mutex_unlock(&f->lock);
+	/* one backend has no other to be ejected in favour of: quiet */
+	if (f->n < 2)
+		return;
+	if (ejected)
+		say(f, CDP_LOG_WARNING,
+		    "clamd %s: scan failed (%s: %s), ejected from the fleet "
+		    "until it answers PING again",
+		    b->addr, cdp_errcat_name(res->cat), res->text);
+	else if (back)
+		say(f, CDP_LOG_INFO,
+		    "clamd %s: answered a scan again, back in the fleet",
+		    b->addr);
+}
+
+int cdp_fleet_backend_stats(struct cdp_fleet *f, size_t i,
+			    struct cdp_backend_stats *st)
+{
+	struct backend *b;
+
+	if (i >= f->n)
+		return -ERANGE;
+	b = &f->b[i];
+	pthread_mutex_lock(&f->lock);
+	*st = (struct cdp_backend_stats){
+		.addr = b->addr,
+		.healthy = !f->sel[i].ejected,
+		.weight = f->sel[i].weight,
+		.max_conns = f->sel[i].cap,
+		.inflight = f->sel[i].inflight,
+		.scans = b->scans,
+		.errors = b->errors,
+		.ejections = b->ejections,
+		.last_ms = b->last_ms,
+		.avg_ms = b->timed ? b->total_ms / b->timed : 0,
+		.max_ms = b->max_ms,
+	};
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The decisions of a fleet of clamd backends, apart from any socket,
+ * thread or clock: which backend a scan goes to, when a backend is ejected,
+ * when it is probed again and when it is readmitted.  Times are passed in
+ * (milliseconds of any monotonic clock), so the unit tests drive a fake one.
+ * Not thread-safe: fleet.c calls it under its lock.
+ */
+#ifndef CDP_FLEETSEL_H
+#define CDP_FLEETSEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clamdproto.h"
+
+/* One backend's state as the decisions see it. */
+struct cdp_fsel {
+	unsigned weight;    /* >= 1: share of the scans in flight */
+	unsigned cap;	    /* connections; at cap in flight it is full */
+	unsigned inflight;  /* scans handed out and not yet released */
+	bool ejected;	    /* not picked while a healthy one is left */
+	int64_t failed_at;  /* last failed scan or probe */
+	int64_t next_probe; /* when the prober should PING it next */
+	int backoff_ms;	    /* while ejected: the current probe interval */
+};
+
+struct cdp_fsel_timing {
+	int probe_interval_ms; /* between PINGs of a healthy backend */
+	int backoff_min_ms;    /* first re-probe after an ejection */
+	int backoff_max_ms;    /* the doubling stops here */
+};
+
+/* A healthy backend, first probe one interval from @now. */
+void cdp_fsel_init(struct cdp_fsel *b, unsigned weight, unsigned cap,
+		   const struct cdp_fsel_timing *t, int64_t now);
+
+/*
+ * The backend for the next scan: of the healthy ones other than @exclude
+ * (-1: none) the one with the fewest scans in flight relative to its
+ * weight, preferring one below its connection cap; ties go round robin
+ * from *rr, which is advanced past the choice.  Without a healthy one,
+ * the ejected one (other than @exclude) that failed longest ago: when all
+ * are down a scan still fails closed the way it does with one clamd, and
+ * one that came back is found.  @exclude itself only when it is the only
+ * backend.  Returns the index, or -1 when @n is 0.
+ */
+int cdp_fsel_pick(const struct cdp_fsel *b, size_t n, int exclude,
+		  unsigned *rr);
+
+/* Healthy backends other than @exclude (-1: none). */
+size_t cdp_fsel_healthy(const struct cdp_fsel *b, size_t n, int exclude);
+
+/*
+ * Whether a scan's result says the backend is unwell: it could not be
+ * reached, did not answer in time, or garbled its reply.  Not clamd's own
+ * error replies (it answered), a cancel or a size limit.
+ */
+bool cdp_fsel_is_failure(const struct cdp_result *res);
+
+/*
+ * A scan or a probe of @b failed at @now.  A healthy backend is ejected
+ * and first probed again backoff_min_ms later; returns true then (a state
+ * change, to be logged once).  An ejected one that failed again (a probe,
+ * or a scan sent to it because none was healthy) waits twice as long,
+ * at most backoff_max_ms; returns false.
+ */
+bool cdp_fsel_failed(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
+		     int64_t now);
+
+/*
+ * A scan or a probe of @b succeeded at @now: the next probe of a healthy
+ * backend is an interval away.  An ejected backend is readmitted; returns
+ * true then (a state change).
+ */
+bool cdp_fsel_succeeded(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
+			int64_t now);
+
+/* Whether the prober should PING @b at @now. */
+bool cdp_fsel_probe_due(const struct cdp_fsel *b, int64_t now);
+
+/* The earliest next_probe of all, INT64_MAX when @n is 0. */
+int64_t cdp_fsel_next_due(const struct cdp_fsel *b, size_t n);
+
+#endif /* CDP_FLEETSEL_H */
