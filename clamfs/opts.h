@@ -39,7 +39,13 @@ struct clamfs_opts {
 	double negative_timeout;
 
 	/* scanning */
-	char *clamd; /* UNIX socket path or tcp://host:port */
+	char *clamd; /* UNIX socket path, tcp:// or tls://host:port */
+	/* tls:// only: CA file, expected name (NULL: the host), client
+	 * certificate and key files (NULL: none) */
+	char *clamd_tls_ca;
+	char *clamd_tls_name;
+	char *clamd_tls_cert;
+	char *clamd_tls_key;
 	/*
 	 * enum scan_mode, or -1: chosen by the address. An int, not the
 	 * enum: scanq.h's enum has no "not given".
