@@ -204,7 +204,8 @@ static bool is_ip_literal(const char *s)
 
 /*
  * One step of an SSL call that returned @ret: 0 with *events set when it
- * must wait for the socket, else a negative errno (EOF: -ENODATA).
+ * must wait for the socket, else a negative errno (EOF: -ENODATA).  The
+ * error queue is left for the caller to read or clear.
  */
 static int ssl_step(SSL *ssl, int ret, short *events)
 {
@@ -220,10 +221,8 @@ static int ssl_step(SSL *ssl, int ret, short *events)
 	case SSL_ERROR_ZERO_RETURN:
 		return -ENODATA;
 	case SSL_ERROR_SYSCALL:
-		ERR_clear_error();
 		return saved ? -saved : -ENODATA;
 	default:
-		ERR_clear_error();
 		return -EPROTO;
 	}
 }
@@ -261,11 +260,12 @@ int cdp_tls_connect(struct cdp_tls *t, int fd, const char *host,
 	rc = cdp_cancel_attach(cancel, fd);
 	while (!rc) {
 		short events = 0;
-		int ret = SSL_connect(ssl);
+		int ret;
 
+		errno = 0;
+		ret = SSL_connect(ssl);
 		if (ret == 1)
 			break;
-		errno = 0;
 		rc = ssl_step(ssl, ret, &events);
 		if (rc == -EPROTO && SSL_get_verify_result(ssl) != X509_V_OK)
 			snprintf(why, whylen,
@@ -322,6 +322,7 @@ ssize_t cdp_tls_send(SSL *ssl, const void *buf, size_t len, short *events)
 	if (ret == 1)
 		return (ssize_t)done;
 	ret = ssl_step(ssl, ret, events);
+	ERR_clear_error();
 	if (ret == -ENODATA)
 		ret = -EPIPE;
 	return ret ? ret : -EAGAIN;
@@ -338,6 +339,7 @@ ssize_t cdp_tls_recv(SSL *ssl, void *buf, size_t len, short *events)
 	if (ret == 1)
 		return (ssize_t)done;
 	ret = ssl_step(ssl, ret, events);
+	ERR_clear_error();
 	if (ret == -ENODATA)
 		return 0;
 	return ret ? ret : -EAGAIN;
@@ -359,5 +361,6 @@ int cdp_tls_has_input(SSL *ssl)
 	/* Records that carry no data (TLS 1.3 session tickets) were
 	 * consumed; anything else (EOF, an alert) is input too. */
 	ret = ssl_step(ssl, ret, &events);
+	ERR_clear_error();
 	return ret == 0 && events == POLLIN ? 0 : 1;
 }
