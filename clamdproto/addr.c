@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * clamd addresses: parsing "tcp://host:port", "tcp://[v6]:port" and UNIX
- * socket paths, and connecting to them with a deadline.  Host names are
+ * clamd addresses: parsing "tcp://host:port", "tcp://[v6]:port", the same
+ * with tls:// (TLS on top: tls.c), and UNIX socket paths, and connecting to
+ * them with a deadline.  Host names are
  * resolved per connect so a moved clamd is followed.
  */
 #include <errno.h>
@@ -61,7 +62,8 @@ static int parse_port(const char *s, unsigned *portp)
 	return 0;
 }
 
-static int parse_tcp(const char *s, struct cdp_addr **addrp)
+static int parse_tcp(const char *s, enum cdp_addr_kind kind,
+		     struct cdp_addr **addrp)
 {
 	const char *host = s, *end, *port = NULL;
 	unsigned portnum = CDP_DEFAULT_PORT;
@@ -100,7 +102,7 @@ static int parse_tcp(const char *s, struct cdp_addr **addrp)
 		if (rc)
 			return rc;
 	}
-	return addr_alloc(CDP_ADDR_TCP, host, hlen, portnum, addrp);
+	return addr_alloc(kind, host, hlen, portnum, addrp);
 }
 
 int cdp_addr_parse(const char *s, struct cdp_addr **addrp)
@@ -110,7 +112,9 @@ int cdp_addr_parse(const char *s, struct cdp_addr **addrp)
 	if (!s || !*s)
 		return -EINVAL;
 	if (strncmp(s, "tcp://", 6) == 0)
-		return parse_tcp(s + 6, addrp);
+		return parse_tcp(s + 6, CDP_ADDR_TCP, addrp);
+	if (strncmp(s, "tls://", 6) == 0)
+		return parse_tcp(s + 6, CDP_ADDR_TLS, addrp);
 	if (strncmp(s, "unix:", 5) == 0)
 		s += 5;
 	if (strstr(s, "://"))

@@ -82,11 +82,13 @@ struct cdp_addr;
 enum cdp_addr_kind {
 	CDP_ADDR_UNIX = 1,
 	CDP_ADDR_TCP = 2,
+	CDP_ADDR_TLS = 3, /* TCP with TLS: a terminator in front of clamd */
 };
 
 /*
- * Parse a clamd address: "tcp://host:port", "tcp://[v6]:port", or a UNIX
- * socket path ("/run/clamd.ctl", optionally written "unix:/run/clamd.ctl").
+ * Parse a clamd address: "tcp://host:port", "tcp://[v6]:port", the same
+ * with "tls://" (TCP, then TLS: see the tls_ settings of struct cdp_config),
+ * or a UNIX socket path ("/run/clamd.ctl", optionally "unix:/run/clamd.ctl").
  * The port defaults to 3310 when omitted.  Host names are resolved at connect
  * time, not here.  Returns 0 and a new address in *addrp, or -EINVAL
  * (malformed), -ENAMETOOLONG (path longer than sun_path allows), -ENOMEM.
@@ -94,9 +96,9 @@ enum cdp_addr_kind {
 int cdp_addr_parse(const char *s, struct cdp_addr **addrp);
 void cdp_addr_free(struct cdp_addr *addr);
 enum cdp_addr_kind cdp_addr_kind(const struct cdp_addr *addr);
-/* UNIX: the socket path.  TCP: the host (without brackets). */
+/* UNIX: the socket path.  TCP, TLS: the host (without brackets). */
 const char *cdp_addr_host(const struct cdp_addr *addr);
-/* TCP port, 0 for UNIX. */
+/* TCP (and TLS) port, 0 for UNIX. */
 unsigned cdp_addr_port(const struct cdp_addr *addr);
 
 /* ----------------------------------------------------------- cancellation */
@@ -151,15 +153,33 @@ struct cdp_config {
 				 * 1: a new connection per command */
 	int idle_max_ms;	/* 20000: an idle session older than this is
 				 * closed instead of reused */
+	/*
+	 * tls:// addresses only (read when the pool is made).  The server's
+	 * certificate must chain to @tls_ca and carry @tls_name (default: the
+	 * address's host; a DNS name or an IP address).  There is no way to
+	 * skip verification: a tls:// address without @tls_ca is an error.
+	 */
+	const char *tls_ca;   /* PEM file of the trusted CA certificate(s) */
+	const char *tls_name; /* NULL: the address's host */
+	const char *tls_cert; /* client certificate chain (PEM), or NULL */
+	const char *tls_key;  /* its private key (PEM); with tls_cert */
 };
 
 void cdp_config_init(struct cdp_config *cfg);
+
+/*
+ * Check @cfg as cdp_pool_new() would, with a one-line reason in @err: the
+ * address, and for tls:// the CA, the client certificate and key (loaded).
+ * Returns 0 or the negative errno cdp_pool_new() would return.
+ */
+int cdp_config_check(const struct cdp_config *cfg, char *err, size_t errlen);
 
 struct cdp_pool;
 
 /*
  * Create a pool.  No connection is made yet.  Returns 0, -EINVAL (bad
- * address), -ENAMETOOLONG or -ENOMEM.
+ * address, or TLS settings cdp_config_check() refuses), -ENAMETOOLONG or
+ * -ENOMEM.
  */
 int cdp_pool_new(const struct cdp_config *cfg, struct cdp_pool **poolp);
 /* Close idle sessions (sending END) and free.  No scan may be in flight. */
@@ -192,8 +212,8 @@ void cdp_pool_counters(struct cdp_pool *pool, struct cdp_pool_counters *c);
  * which other one to ask).
  *
  * cdp_scan_fildes: pass @fd to clamd (FILDES, SCM_RIGHTS; UNIX sockets
- *   only, CDP_ERR_LOCAL on TCP).  clamd reads with pread: the file offset is
- *   untouched.  Works for files clamd could not open by path.
+ *   only, CDP_ERR_LOCAL on TCP and TLS).  clamd reads with pread: the file
+ * offset is untouched.  Works for files clamd could not open by path.
  * cdp_scan_stream_fd: send the file's contents (INSTREAM), read with pread
  *   from offset 0 to EOF: the file offset is untouched.
  * cdp_scan_buf: send @len bytes at @buf (INSTREAM).

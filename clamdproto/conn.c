@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * One connection to clamd: non-blocking sends and bounded reads, each under
- * a CLOCK_MONOTONIC deadline and a cancellation token.  MSG_NOSIGNAL on every
- * send, so a clamd that hung up never raises SIGPIPE in the caller.
+ * a CLOCK_MONOTONIC deadline and a cancellation token, in plain text or over
+ * TLS (tls.c).  MSG_NOSIGNAL on every send, so a clamd that hung up never
+ * raises SIGPIPE in the caller.
  */
 #include <errno.h>
 #include <poll.h>
@@ -58,12 +59,17 @@ int cdp_wait(int fd, short events, int64_t deadline, struct cdp_cancel *cancel)
 	}
 }
 
-int cdp_conn_open(const struct cdp_addr *addr, int64_t deadline,
-		  struct cdp_cancel *cancel, struct cdp_conn **connp)
+int cdp_conn_open(const struct cdp_addr *addr, struct cdp_tls *tls,
+		  int64_t deadline, struct cdp_cancel *cancel,
+		  struct cdp_conn **connp, char *why, size_t whylen)
 {
 	struct cdp_conn *conn;
 	int fd, rc;
 
+	if (whylen)
+		why[0] = '\0';
+	if (cdp_addr_kind(addr) == CDP_ADDR_TLS && !tls)
+		return -EINVAL; /* never fall back to plain text */
 	conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		return -ENOMEM;
@@ -78,8 +84,16 @@ int cdp_conn_open(const struct cdp_addr *addr, int64_t deadline,
 	conn->fd = fd;
 	conn->is_unix = cdp_addr_kind(addr) == CDP_ADDR_UNIX;
 	conn->next_id = 1;
+	if (cdp_addr_kind(addr) == CDP_ADDR_TLS) {
+		rc = cdp_tls_connect(tls, fd, cdp_addr_host(addr), deadline,
+				     cancel, &conn->ssl, why, whylen);
+		if (rc)
+			goto out_close;
+	}
 	*connp = conn;
 	return 0;
+out_close:
+	close(fd);
 out_rbuf:
 	cdp_rbuf_free(&conn->rb);
 out_free:
@@ -91,9 +105,66 @@ void cdp_conn_close(struct cdp_conn *conn)
 {
 	if (!conn)
 		return;
+	if (conn->ssl)
+		cdp_tls_close(conn->ssl);
 	close(conn->fd);
 	cdp_rbuf_free(&conn->rb);
 	free(conn);
+}
+
+void cdp_conn_goodbye(struct cdp_conn *conn)
+{
+	short events;
+
+	if (conn->ssl)
+		cdp_tls_send(conn->ssl, "zEND", 5, &events);
+	else
+		send(conn->fd, "zEND", 5, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+bool cdp_conn_has_input(struct cdp_conn *conn)
+{
+	struct pollfd pfd = {.fd = conn->fd, .events = POLLIN};
+
+	/* Over TLS, readable may mean a record without data, and data may
+	 * wait in OpenSSL's buffer with nothing on the socket. */
+	if (conn->ssl)
+		return cdp_tls_has_input(conn->ssl);
+	return poll(&pfd, 1, 0) != 0;
+}
+
+/* A failed TLS call after a trigger shut the socket down is a cancel. */
+static int tls_result(int rc, struct cdp_cancel *cancel)
+{
+	return cdp_cancel_triggered(cancel) ? -ECANCELED : rc;
+}
+
+static int tls_send(struct cdp_conn *conn, const char *p, size_t len,
+		    int64_t deadline, struct cdp_cancel *cancel,
+		    bool stop_on_input)
+{
+	while (len) {
+		short events;
+		ssize_t n = cdp_tls_send(conn->ssl, p, len, &events);
+		int rc;
+
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n != -EAGAIN)
+			return tls_result((int)n, cancel);
+		if (stop_on_input)
+			events |= POLLIN;
+		rc = cdp_wait(conn->fd, events, deadline, cancel);
+		if (rc < 0)
+			return rc;
+		if (stop_on_input && (rc & (POLLIN | POLLHUP)) &&
+		    cdp_tls_has_input(conn->ssl))
+			return -EALREADY;
+	}
+	return 0;
 }
 
 int cdp_conn_send(struct cdp_conn *conn, const void *buf, size_t len,
@@ -103,6 +174,8 @@ int cdp_conn_send(struct cdp_conn *conn, const void *buf, size_t len,
 	const char *p = buf;
 	short events = POLLOUT | (stop_on_input ? POLLIN : 0);
 
+	if (conn->ssl)
+		return tls_send(conn, p, len, deadline, cancel, stop_on_input);
 	while (len) {
 		ssize_t n = send(conn->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		int rc;
@@ -137,6 +210,8 @@ int cdp_conn_send_fd(struct cdp_conn *conn, int fd, int64_t deadline,
 	struct msghdr msg;
 	struct cmsghdr *cmsg;
 
+	if (conn->ssl)
+		return -EAFNOSUPPORT; /* descriptors do not cross TLS */
 	memset(&ctl, 0, sizeof(ctl));
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = &iov;
@@ -184,7 +259,24 @@ int cdp_conn_read(struct cdp_conn *conn, size_t max, int64_t deadline,
 		 * bytes of one reply plus what is already pending. */
 		if (space == 0)
 			return -EMSGSIZE;
-		n = recv(conn->fd, p, space, MSG_DONTWAIT);
+		if (conn->ssl) {
+			short events;
+
+			n = cdp_tls_recv(conn->ssl, p, space, &events);
+			if (n == -EAGAIN) {
+				rc = cdp_wait(conn->fd, events, deadline,
+					      cancel);
+				if (rc < 0)
+					return rc;
+				continue;
+			}
+			if (n < 0)
+				return tls_result((int)n, cancel);
+			if (n == 0 && cdp_cancel_triggered(cancel))
+				return -ECANCELED;
+		} else {
+			n = recv(conn->fd, p, space, MSG_DONTWAIT);
+		}
 		if (n > 0) {
 			cdp_rbuf_added(&conn->rb, (size_t)n);
 			continue;

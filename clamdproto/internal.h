@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <sys/types.h>
 
 #include "clamdproto.h"
 
@@ -81,6 +82,42 @@ void cdp_cancel_detach(struct cdp_cancel *c);
 int cdp_addr_connect(const struct cdp_addr *addr, int64_t deadline,
 		     struct cdp_cancel *cancel);
 
+/* -------------------------------------------------------------- tls.c */
+
+typedef struct ssl_st SSL;
+
+/* A TLS client context: the CA to verify against, the name to expect, an
+ * optional client certificate.  Shared by a pool's connections. */
+struct cdp_tls;
+
+/* 0, or -EINVAL (no CA, unreadable file, key not matching the
+ * certificate) / -ENOMEM with a one-line reason in @err. */
+int cdp_tls_new(const struct cdp_config *cfg, struct cdp_tls **tlsp, char *err,
+		size_t errlen);
+void cdp_tls_free(struct cdp_tls *t);
+/*
+ * Handshake on the connected non-blocking socket @fd, verifying the
+ * server's certificate against the CA and the configured name (default
+ * @host), within @deadline and under @cancel.  0 and the session in *sslp,
+ * or a negative errno (-EPROTO: refused, the reason in @why; -ETIMEDOUT,
+ * -ECANCELED, -ECONNRESET...).  @fd stays the caller's.
+ */
+int cdp_tls_connect(struct cdp_tls *t, int fd, const char *host,
+		    int64_t deadline, struct cdp_cancel *cancel, SSL **sslp,
+		    char *why, size_t whylen);
+void cdp_tls_close(SSL *ssl);
+/*
+ * Non-blocking record I/O: bytes moved (recv: 0 at EOF), -EAGAIN with the
+ * poll events to wait for in *events, or another negative errno (-EPROTO
+ * for a TLS error).  A send that returned -EAGAIN must be repeated with
+ * the same arguments.
+ */
+ssize_t cdp_tls_send(SSL *ssl, const void *buf, size_t len, short *events);
+ssize_t cdp_tls_recv(SSL *ssl, void *buf, size_t len, short *events);
+/* 1 when application data, EOF or an error is waiting; 0 when what made
+ * the socket readable carried no data (a TLS 1.3 session ticket). */
+int cdp_tls_has_input(SSL *ssl);
+
 /* ------------------------------------------------------------- conn.c */
 
 int64_t cdp_now_ms(void);
@@ -89,6 +126,7 @@ int64_t cdp_deadline(int timeout_ms);
 struct cdp_conn {
 	int fd;
 	bool is_unix;
+	SSL *ssl;	  /* tls:// addresses; NULL otherwise */
 	bool session;	  /* IDSESSION sent */
 	bool broken;	  /* must not be reused */
 	unsigned next_id; /* number of the next command in the session */
@@ -97,9 +135,19 @@ struct cdp_conn {
 	TAILQ_ENTRY(cdp_conn) entry;
 };
 
-int cdp_conn_open(const struct cdp_addr *addr, int64_t deadline,
-		  struct cdp_cancel *cancel, struct cdp_conn **connp);
+/*
+ * Connect to @addr (and for a tls:// address, shake hands with @tls)
+ * within @deadline.  0, or a negative errno with, when there is more to
+ * say than the errno (a refused certificate), a reason in @why (else "").
+ */
+int cdp_conn_open(const struct cdp_addr *addr, struct cdp_tls *tls,
+		  int64_t deadline, struct cdp_cancel *cancel,
+		  struct cdp_conn **connp, char *why, size_t whylen);
 void cdp_conn_close(struct cdp_conn *conn);
+/* Best-effort "zEND" on an idle session before closing it; never waits. */
+void cdp_conn_goodbye(struct cdp_conn *conn);
+/* Whether an idle session has input waiting (clamd wrote or closed). */
+bool cdp_conn_has_input(struct cdp_conn *conn);
 
 /*
  * Wait until @fd is ready for @events, the deadline passes, or @cancel

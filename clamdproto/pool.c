@@ -28,6 +28,7 @@
 
 struct cdp_pool {
 	struct cdp_addr *addr;
+	struct cdp_tls *tls; /* tls:// addresses only */
 	struct cdp_config cfg;
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
@@ -48,6 +49,27 @@ void cdp_config_init(struct cdp_config *cfg)
 	cfg->chunk_size = 256 * 1024;
 	/* below clamd's IdleTimeout (30 s): it must not close one in use */
 	cfg->idle_max_ms = 20000;
+}
+
+int cdp_config_check(const struct cdp_config *cfg, char *err, size_t errlen)
+{
+	struct cdp_addr *addr;
+	struct cdp_tls *tls = NULL;
+	int rc;
+
+	rc = cdp_addr_parse(cfg->addr ? cfg->addr : CDP_DEFAULT_ADDR, &addr);
+	if (rc) {
+		snprintf(err, errlen, "%s",
+			 rc == -EINVAL ? "not a socket path, tcp://HOST:PORT "
+					 "or tls://HOST:PORT"
+				       : strerror(-rc));
+		return rc;
+	}
+	if (cdp_addr_kind(addr) == CDP_ADDR_TLS)
+		rc = cdp_tls_new(cfg, &tls, err, errlen);
+	cdp_tls_free(tls);
+	cdp_addr_free(addr);
+	return rc;
 }
 
 int cdp_pool_new(const struct cdp_config *cfg, struct cdp_pool **poolp)
@@ -84,11 +106,25 @@ int cdp_pool_new(const struct cdp_config *cfg, struct cdp_pool **poolp)
 	rc = cdp_addr_parse(pool->cfg.addr, &pool->addr);
 	if (rc)
 		goto out_free;
+	if (cdp_addr_kind(pool->addr) == CDP_ADDR_TLS) {
+		char err[256];
+
+		rc = cdp_tls_new(&pool->cfg, &pool->tls, err, sizeof(err));
+		if (rc) {
+			cdp_addr_free(pool->addr);
+			goto out_free;
+		}
+	}
+	/* the caller's strings are not kept */
+	pool->cfg.tls_ca = pool->cfg.tls_name = NULL;
+	pool->cfg.tls_cert = pool->cfg.tls_key = NULL;
 	pool->cfg.addr = cdp_addr_host(pool->addr); /* not the caller's */
-	if (cdp_addr_kind(pool->addr) == CDP_ADDR_TCP)
+	if (cdp_addr_kind(pool->addr) != CDP_ADDR_UNIX)
 		snprintf(pool->shown, sizeof(pool->shown),
-			 strchr(pool->cfg.addr, ':') ? "tcp://[%s]:%u"
-						     : "tcp://%s:%u",
+			 strchr(pool->cfg.addr, ':') ? "%s://[%s]:%u"
+						     : "%s://%s:%u",
+			 cdp_addr_kind(pool->addr) == CDP_ADDR_TLS ? "tls"
+								   : "tcp",
 			 pool->cfg.addr, cdp_addr_port(pool->addr));
 	else
 		snprintf(pool->shown, sizeof(pool->shown), "%s",
@@ -115,11 +151,12 @@ void cdp_pool_free(struct cdp_pool *pool)
 	while ((conn = TAILQ_FIRST(&pool->idle))) {
 		TAILQ_REMOVE(&pool->idle, conn, entry);
 		/* Polite goodbye; clamd copes with a bare close too. */
-		send(conn->fd, "zEND", 5, MSG_NOSIGNAL | MSG_DONTWAIT);
+		cdp_conn_goodbye(conn);
 		cdp_conn_close(conn);
 	}
 	pthread_cond_destroy(&pool->freed);
 	pthread_mutex_destroy(&pool->lock);
+	cdp_tls_free(pool->tls);
 	cdp_addr_free(pool->addr);
 	free(pool);
 }
@@ -146,11 +183,9 @@ void cdp_pool_counters(struct cdp_pool *pool, struct cdp_pool_counters *c)
 static bool conn_stale(const struct cdp_pool *pool, struct cdp_conn *conn,
 		       int64_t now)
 {
-	struct pollfd pfd = {.fd = conn->fd, .events = POLLIN};
-
 	if (now - conn->idle_since > pool->cfg.idle_max_ms)
 		return true;
-	return poll(&pfd, 1, 0) != 0;
+	return cdp_conn_has_input(conn);
 }
 
 static void wait_slot(struct cdp_pool *pool, int64_t until)
@@ -184,6 +219,7 @@ static int acquire(struct cdp_pool *pool, bool plain, int64_t deadline,
 	bool session = !plain && !pool->cfg.no_session, waited = false;
 	struct cdp_conn *conn, *victim;
 	int64_t cdeadline;
+	char why[256];
 	int rc;
 
 	*reusedp = false;
@@ -242,7 +278,8 @@ static int acquire(struct cdp_pool *pool, bool plain, int64_t deadline,
 	cdeadline = cdp_deadline(pool->cfg.connect_timeout_ms);
 	if (cdeadline > deadline)
 		cdeadline = deadline;
-	rc = cdp_conn_open(pool->addr, cdeadline, cancel, &conn);
+	rc = cdp_conn_open(pool->addr, pool->tls, cdeadline, cancel, &conn, why,
+			   sizeof(why));
 	if (rc == 0 && session) {
 		rc = cdp_cancel_attach(cancel, conn->fd);
 		if (!rc)
@@ -264,7 +301,8 @@ static int acquire(struct cdp_pool *pool, bool plain, int64_t deadline,
 		else
 			cdp_res_error(res, CDP_ERR_CONNECT, -rc,
 				      "cannot connect to clamd at %s: %s",
-				      pool->shown, strerror(-rc));
+				      pool->shown,
+				      why[0] ? why : strerror(-rc));
 		return rc;
 	}
 	pthread_mutex_lock(&pool->lock);
@@ -731,7 +769,7 @@ enum cdp_verdict cdp_scan_fildes(struct cdp_pool *pool, int fd, int timeout_ms,
 	if (cdp_addr_kind(pool->addr) != CDP_ADDR_UNIX) {
 		cdp_res_error(res, CDP_ERR_LOCAL, EAFNOSUPPORT,
 			      "fdpass (FILDES) needs a UNIX socket; clamd "
-			      "is at a TCP address");
+			      "is at a TCP or TLS address");
 		return CDP_ERROR;
 	}
 	return run(pool, &cmd, scan_timeout(pool, timeout_ms), cancel, res);

@@ -117,7 +117,25 @@ const struct opt_row optable[] = {
 	/* [clamd] */
 	{.name = "clamd", .section = "clamd", .type = OPT_LINES,
 	 .offset = FIELD(clamd), .def = OPTS_DEFAULT_CLAMD, .metavar = "ADDR",
-	 .help = "a clamd (repeatable): PATH or tcp://HOST:PORT, weight=N conns=N",
+	 .help = "a clamd (repeatable): PATH, tcp:// or tls://HOST:PORT, "
+		 "weight=N conns=N",
+	 .reload = RELOAD_POOL},
+	{.name = "clamd_tls_ca", .section = "clamd", .type = OPT_ABS_PATH,
+	 .offset = FIELD(clamd_tls_ca), .metavar = "FILE",
+	 .help = "tls://: CA certificate(s) (PEM) the server's must chain to",
+	 .reload = RELOAD_POOL},
+	{.name = "clamd_tls_name", .section = "clamd", .type = OPT_STRING,
+	 .offset = FIELD(clamd_tls_name), .metavar = "NAME",
+	 .help = "tls://: name the server's certificate must carry (the "
+		 "address's host)",
+	 .reload = RELOAD_POOL},
+	{.name = "clamd_tls_cert", .section = "clamd", .type = OPT_ABS_PATH,
+	 .offset = FIELD(clamd_tls_cert), .metavar = "FILE",
+	 .help = "tls://: client certificate chain (PEM) to present",
+	 .reload = RELOAD_POOL},
+	{.name = "clamd_tls_key", .section = "clamd", .type = OPT_ABS_PATH,
+	 .offset = FIELD(clamd_tls_key), .metavar = "FILE",
+	 .help = "tls://: private key (PEM) of clamd_tls_cert",
 	 .reload = RELOAD_POOL},
 	{.name = "clamd_connections", .section = "clamd", .type = OPT_UINT,
 	 .offset = FIELD(clamd_connections), .min = 1, .max = 256,
@@ -480,7 +498,9 @@ int optable_set(struct clamfs_opts *opts, const struct opt_row *row,
 		if (*val == '\0') {
 			snprintf(err, errlen, "empty %s= %s", row->name,
 				 strcmp(row->name, "clamd") == 0 ? "address"
-								 : "path");
+				 : strcmp(row->name, "clamd_tls_name") == 0
+					 ? "name"
+					 : "path");
 			return -EINVAL;
 		}
 		return set_string(f, val, err, errlen);

@@ -387,6 +387,10 @@ void opts_free(struct clamfs_opts *opts)
 	free(opts->backend);
 	free(opts->mountpoint);
 	free(opts->clamd);
+	free(opts->clamd_tls_ca);
+	free(opts->clamd_tls_name);
+	free(opts->clamd_tls_cert);
+	free(opts->clamd_tls_key);
 	free(opts->quarantine_dir);
 	free(opts->infected_cmd);
 	free(opts->config);
@@ -398,6 +402,10 @@ void opts_free(struct clamfs_opts *opts)
 	opts->backend = NULL;
 	opts->mountpoint = NULL;
 	opts->clamd = NULL;
+	opts->clamd_tls_ca = NULL;
+	opts->clamd_tls_name = NULL;
+	opts->clamd_tls_cert = NULL;
+	opts->clamd_tls_key = NULL;
 	opts->quarantine_dir = NULL;
 	opts->infected_cmd = NULL;
 	policy_free(&opts->policy);

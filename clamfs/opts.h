@@ -41,9 +41,15 @@ struct clamfs_opts {
 	/* scanning */
 	/*
 	 * One line per backend: "ADDR [weight=N] [conns=N]", ADDR a UNIX
-	 * socket path or tcp://host:port (poolcfg.c reads them).
+	 * socket path, tcp:// or tls://host:port (poolcfg.c reads them).
 	 */
 	char *clamd;
+	/* tls:// only: CA file, expected name (NULL: the host), client
+	 * certificate and key files (NULL: none) */
+	char *clamd_tls_ca;
+	char *clamd_tls_name;
+	char *clamd_tls_cert;
+	char *clamd_tls_key;
 	/*
 	 * enum scan_mode, or -1: chosen by the address. An int, not the
 	 * enum: scanq.h's enum has no "not given".

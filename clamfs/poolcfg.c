@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Configuration to clamd backends: the clamd= line syntax, the address
- * rules and the scan mode an address resolves to, shared by the daemon
- * and --check.
+ * rules, the TLS settings and the scan mode an address resolves to,
+ * shared by the daemon and --check.
  */
 #include "poolcfg.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "log.h"
 
@@ -24,12 +28,61 @@ struct backend {
 
 static const char *addr_error(int ret)
 {
-	return ret == -EINVAL ? "not a socket path or tcp://HOST:PORT"
+	return ret == -EINVAL ? "not a socket path, tcp://HOST:PORT or "
+				"tls://HOST:PORT"
 			      : strerror(-ret);
 }
 
-static int check_addr(const char *s, bool *unix_socket, char *err,
-		      size_t errlen)
+static void tls_settings(const struct clamfs_opts *opts, struct cdp_config *cfg)
+{
+	cfg->tls_ca = opts->clamd_tls_ca;
+	cfg->tls_name = opts->clamd_tls_name;
+	cfg->tls_cert = opts->clamd_tls_cert;
+	cfg->tls_key = opts->clamd_tls_key;
+}
+
+static bool is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)
+				      ->sin_addr.s_addr) >>
+			24) == 127;
+	if (sa->sa_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(
+			&((const struct sockaddr_in6 *)sa)->sin6_addr);
+	return false;
+}
+
+/* Whether s is plain tcp:// to a host that is not all loopback. */
+static bool plaintext_remote(const char *s)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	struct cdp_addr *addr;
+	bool remote = true;
+
+	if (cdp_addr_parse(s, &addr) != 0)
+		return false;
+	if (cdp_addr_kind(addr) != CDP_ADDR_TCP) {
+		cdp_addr_free(addr);
+		return false;
+	}
+	/* A name is judged by what it resolves to now: all loopback or
+	 * not; one that does not resolve gets the warning. */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(cdp_addr_host(addr), NULL, &hints, &res) == 0) {
+		remote = false;
+		for (ai = res; ai; ai = ai->ai_next)
+			if (!is_loopback(ai->ai_addr))
+				remote = true;
+		freeaddrinfo(res);
+	}
+	cdp_addr_free(addr);
+	return remote;
+}
+
+static int check_addr(const struct clamfs_opts *opts, const char *s,
+		      bool *unix_socket, char *err, size_t errlen)
 {
 	const char *path = s;
 	struct cdp_addr *addr;
@@ -37,10 +90,11 @@ static int check_addr(const char *s, bool *unix_socket, char *err,
 
 	if (strncmp(path, "unix:", 5) == 0)
 		path += 5;
-	if (path[0] != '/' && strncmp(s, "tcp://", 6) != 0) {
+	if (path[0] != '/' && strncmp(s, "tcp://", 6) != 0 &&
+	    strncmp(s, "tls://", 6) != 0) {
 		snprintf(err, errlen,
-			 "clamd=%s: want an absolute socket path or "
-			 "tcp://HOST:PORT",
+			 "clamd=%s: want an absolute socket path, "
+			 "tcp://HOST:PORT or tls://HOST:PORT",
 			 s);
 		return -EINVAL;
 	}
@@ -51,6 +105,19 @@ static int check_addr(const char *s, bool *unix_socket, char *err,
 	}
 	*unix_socket = cdp_addr_kind(addr) == CDP_ADDR_UNIX;
 	cdp_addr_free(addr);
+	if (strncmp(s, "tls://", 6) == 0) {
+		struct cdp_config cfg;
+		char why[400];
+
+		cdp_config_init(&cfg);
+		cfg.addr = s;
+		tls_settings(opts, &cfg);
+		ret = cdp_config_check(&cfg, why, sizeof(why));
+		if (ret) {
+			snprintf(err, errlen, "clamd=%s: %s", s, why);
+			return ret;
+		}
+	}
 	return 0;
 }
 
@@ -88,8 +155,8 @@ static int parse_setting(const char *line, const char *word, struct backend *b,
 }
 
 /* One line "ADDR [weight=N] [conns=N]" into *b. */
-static int parse_line(const char *line, struct backend *b, char *err,
-		      size_t errlen)
+static int parse_line(const struct clamfs_opts *opts, const char *line,
+		      struct backend *b, char *err, size_t errlen)
 {
 	char copy[1024], *save = NULL, *word;
 	int ret;
@@ -111,7 +178,7 @@ static int parse_line(const char *line, struct backend *b, char *err,
 		return -ENAMETOOLONG;
 	}
 	strcpy(b->addr, word);
-	ret = check_addr(b->addr, &b->unix_socket, err, errlen);
+	ret = check_addr(opts, b->addr, &b->unix_socket, err, errlen);
 	if (ret)
 		return ret;
 	while ((word = strtok_r(NULL, " \t", &save))) {
@@ -153,7 +220,7 @@ static int parse_all(const struct clamfs_opts *opts, struct backend **out,
 			goto fail;
 		}
 		b = grown;
-		ret = parse_line(one, &b[count], err, errlen);
+		ret = parse_line(opts, one, &b[count], err, errlen);
 		if (ret)
 			goto fail;
 		for (size_t i = 0; i < count; i++)
@@ -209,6 +276,24 @@ int poolcfg_check(const struct clamfs_opts *opts, enum scan_mode *mode,
 	return ret;
 }
 
+bool poolcfg_plaintext_remote(const struct clamfs_opts *opts)
+{
+	const char *line = opts->clamd ? opts->clamd : CDP_DEFAULT_ADDR;
+	bool remote = false;
+
+	while (line && !remote) {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		char one[1024];
+
+		snprintf(one, sizeof(one), "%.*s", (int)len, line);
+		one[strcspn(one, " \t")] = '\0';
+		remote = plaintext_remote(one);
+		line = nl ? nl + 1 : NULL;
+	}
+	return remote;
+}
+
 static void fleet_log(void *arg, enum cdp_log_level level, const char *msg)
 {
 	(void)arg;
@@ -247,6 +332,7 @@ int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
 						       : opts->scan_threads;
 	cfg.pool.scan_timeout_ms = (int)opts->scan_timeout * 1000;
 	cfg.pool.connect_timeout_ms = (int)opts->clamd_connect_timeout * 1000;
+	tls_settings(opts, &cfg.pool);
 	cfg.log = fleet_log;
 	for (size_t i = 0; i < n; i++) {
 		bc[i].addr = b[i].addr;
@@ -257,9 +343,20 @@ int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
 			       (opts->scan_mode < 0 && b[i].unix_socket);
 	}
 	ret = cdp_fleet_new(&cfg, bc, n, fleet, &bad);
-	if (ret)
+	if (ret) {
 		snprintf(err, errlen, "clamd=%s: %s", b[bad].addr,
 			 addr_error(ret));
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (plaintext_remote(b[i].addr))
+			log_warn(
+				"clamd=%s is plain TCP to another host: clamd "
+				"has no authentication, so anyone on the path "
+				"can answer OK for every file; use tls:// with "
+				"a TLS terminator next to clamd "
+				"(doc/security.md)",
+				b[i].addr);
 out:
 	free(bc);
 	free(b);

@@ -7,6 +7,7 @@
 #ifndef CLAMFS_POOLCFG_H
 #define CLAMFS_POOLCFG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "clamdproto.h"
@@ -22,8 +23,9 @@
  * Checks every clamd= line of opts: "ADDR [weight=N] [conns=N]", ADDR an
  * absolute socket path (also written unix:/path; the daemon runs from "/"
  * once in the background, so a relative one would change meaning) or
- * tcp://HOST:PORT, each address once, and a scan mode every address can
- * carry (fdpass needs UNIX sockets). Fills *mode with the scan mode opts
+ * tcp://HOST:PORT or tls://HOST:PORT (with a loadable CA, and client
+ * certificate and key if set), each address once, and a scan mode every address
+ * can carry (fdpass needs UNIX sockets). Fills *mode with the scan mode opts
  * resolves to: the one given, else fdpass when every backend is a UNIX
  * socket and stream otherwise (then each UNIX backend still gets fdpass).
  * 0, or -EINVAL (or -ENAMETOOLONG, -ENOMEM) with a one-line reason in err.
@@ -32,11 +34,18 @@ int poolcfg_check(const struct clamfs_opts *opts, enum scan_mode *mode,
 		  char *err, size_t errlen);
 
 /*
+ * Whether opts' clamd is plain tcp:// to a host that is not (or does not
+ * resolve only to) loopback: clamd authenticates nobody, so whoever is on
+ * the path can answer for it.
+ */
+bool poolcfg_plaintext_remote(const struct clamfs_opts *opts);
+
+/*
  * poolcfg_check, then a fleet of opts' clamd backends with opts' scan
  * timeout; each backend gets conns=N connections, else max_conns when it
  * is not 0, else clamd_connections, else scan_threads. Its state changes
- * go to clamfs's log. 0 and the fleet in *fleet (not started), or a
- * negative errno with a one-line reason in err.
+ * go to clamfs's log; plain TCP to another host logs a warning. 0 and the fleet
+ * in *fleet (not started), or a negative errno with a one-line reason in err.
  */
 int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
 		enum scan_mode *mode, struct cdp_fleet **fleet, char *err,

@@ -20,4 +20,8 @@ Modules:
   errnames   errname(): errno number to its name.
   wait       wait_for(): the one polling loop (timeouts scaled by SLOW).
   acl        setfacl().
+  haproxy    a private HAProxy (unpacked by scripts/deps, never installed):
+             HAProxy(config).start(), stop(), cleanup(); available().
+  tlsca      ScratchCA: a CA and certificates made at run time with the
+             openssl tool (expired ones too) for the TLS tests.
 """

@@ -66,6 +66,51 @@ static void test_tcp(void **state)
 	ok("tcp://[::1]", CDP_ADDR_TCP, "::1", 3310);
 }
 
+static void test_tls(void **state)
+{
+	ok("tls://127.0.0.1:3310", CDP_ADDR_TLS, "127.0.0.1", 3310);
+	ok("tls://clamd.test:443", CDP_ADDR_TLS, "clamd.test", 443);
+	ok("tls://[::1]:3311", CDP_ADDR_TLS, "::1", 3311);
+	ok("tls://clamd.example.org", CDP_ADDR_TLS, "clamd.example.org", 3310);
+	bad("tls://", -EINVAL);
+	bad("tls://:3310", -EINVAL);
+	bad("tls://host:0", -EINVAL);
+	bad("tls://host:65536", -EINVAL);
+	bad("tls://::1:3310", -EINVAL);
+	bad("tls://[::1]3310", -EINVAL);
+	bad("tls://host/x:1", -EINVAL);
+	bad("TLS://host:1", -EINVAL);
+	bad("ssl://host:1", -EINVAL);
+	bad("unix:tls://host:1", -EINVAL);
+}
+
+/* A tls:// address is never accepted without a CA to verify against. */
+static void test_tls_config(void **state)
+{
+	struct cdp_config cfg;
+	struct cdp_pool *pool = NULL;
+	char err[256] = "";
+
+	cdp_config_init(&cfg);
+	cfg.addr = "tls://clamd.test:3310";
+	assert_int_equal(cdp_config_check(&cfg, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "clamd_tls_ca"));
+	assert_int_equal(cdp_pool_new(&cfg, &pool), -EINVAL);
+	assert_null(pool);
+	cfg.tls_ca = "";
+	assert_int_equal(cdp_config_check(&cfg, err, sizeof(err)), -EINVAL);
+	cfg.tls_ca = "/nonexistent/ca.pem";
+	assert_int_equal(cdp_config_check(&cfg, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "/nonexistent/ca.pem"));
+	assert_int_equal(cdp_pool_new(&cfg, &pool), -EINVAL);
+	assert_null(pool);
+	/* TLS settings do not concern other addresses */
+	cfg.addr = "tcp://127.0.0.1:3310";
+	assert_int_equal(cdp_config_check(&cfg, err, sizeof(err)), 0);
+	cfg.addr = "tls://bad:0";
+	assert_int_equal(cdp_config_check(&cfg, err, sizeof(err)), -EINVAL);
+}
+
 static void test_malformed(void **state)
 {
 	bad("", -EINVAL);
@@ -95,6 +140,8 @@ int main(void)
 		cmocka_unit_test(test_unix),
 		cmocka_unit_test(test_unix_length),
 		cmocka_unit_test(test_tcp),
+		cmocka_unit_test(test_tls),
+		cmocka_unit_test(test_tls_config),
 		cmocka_unit_test(test_malformed),
 	};
 

@@ -2,7 +2,8 @@
 /*
  * The clamd address rules the daemon and --check share: absolute socket
  * paths (also as unix:/path) and tcp://HOST:PORT pass, relative paths do
- * not (the daemon runs from "/"), and fdpass needs a UNIX socket.
+ * not (the daemon runs from "/"), fdpass needs a UNIX socket, tls:// needs
+ * a CA, and plain TCP to another host is told apart for a warning.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -70,7 +71,7 @@ static void test_refused_addresses(void **state)
 	assert_int_equal(check("rel.sock", NULL, &mode, err, sizeof(err)),
 			 -EINVAL);
 	assert_string_equal(err, "clamd=rel.sock: want an absolute socket "
-				 "path or tcp://HOST:PORT");
+				 "path, tcp://HOST:PORT or tls://HOST:PORT");
 	assert_int_equal(check("unix:rel.sock", NULL, &mode, err, sizeof(err)),
 			 -EINVAL);
 	assert_int_equal(
@@ -80,6 +81,55 @@ static void test_refused_addresses(void **state)
 			       sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "fdpass needs clamd on a UNIX socket"));
+	/* tls:// with no CA would verify nothing: refused */
+	assert_int_equal(
+		check("tls://127.0.0.1:3310", NULL, &mode, err, sizeof(err)),
+		-EINVAL);
+	assert_non_null(strstr(err, "needs clamd_tls_ca"));
+	assert_int_equal(check("tls://127.0.0.1:3310", "fdpass", &mode, err,
+			       sizeof(err)),
+			 -EINVAL);
+	(void)state;
+}
+
+static struct clamfs_opts *with_clamd(struct clamfs_opts *o, const char *clamd)
+{
+	char arg[256], err[256];
+
+	assert_int_equal(optable_defaults(o), 0);
+	snprintf(arg, sizeof(arg), "clamd=%s", clamd);
+	assert_int_equal(optable_set(o, optable_find("clamd"), clamd, arg, err,
+				     sizeof(err)),
+			 0);
+	return o;
+}
+
+/* Which addresses earn the plain-TCP warning: TCP to another host only. */
+static void test_plaintext_remote(void **state)
+{
+	static const struct {
+		const char *clamd;
+		bool remote;
+	} cases[] = {
+		{"/run/clamd.ctl", false},
+		{"tcp://127.0.0.1:3310", false},
+		{"tcp://127.3.4.5:3310", false},
+		{"tcp://[::1]:3310", false},
+		{"tcp://localhost:3310", false},
+		{"tcp://10.1.2.3:3310", true},
+		{"tcp://192.0.2.7:3310", true},
+		{"tcp://[2001:db8::1]:3310", true},
+		{"tls://10.1.2.3:3310", false},
+	};
+	struct clamfs_opts o;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		with_clamd(&o, cases[i].clamd);
+		if (poolcfg_plaintext_remote(&o) != cases[i].remote)
+			fail_msg("%s: remote should be %d", cases[i].clamd,
+				 cases[i].remote);
+		opts_free(&o);
+	}
 	(void)state;
 }
 
@@ -151,6 +201,7 @@ int main(void)
 		cmocka_unit_test(test_accepted_addresses),
 		cmocka_unit_test(test_refused_addresses),
 		cmocka_unit_test(test_fleet_lines),
+		cmocka_unit_test(test_plaintext_remote),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
