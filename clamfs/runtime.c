@@ -353,7 +353,10 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 			return 0;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec - start.tv_sec >= (time_t)seconds) {
+		/* in ms: whole seconds alone gave up to 1 s early */
+		if ((now.tv_sec - start.tv_sec) * 1000 +
+			    (now.tv_nsec - start.tv_nsec) / 1000000 >=
+		    (int64_t)seconds * 1000) {
 			log_warn("clamd still not answering after %u s (%s): "
 				 "mounting; opens fail until it answers",
 				 seconds, res.text);
