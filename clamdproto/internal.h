@@ -108,9 +108,9 @@ int cdp_tls_connect(struct cdp_tls *t, int fd, const char *host,
 void cdp_tls_close(SSL *ssl);
 /*
  * Non-blocking record I/O: bytes moved (recv: 0 at EOF), -EAGAIN with the
- * poll events to wait for in *events, or another negative errno (-EPROTO
- * for a TLS error).  A send that returned -EAGAIN must be repeated with
- * the same arguments.
+ * poll events to wait for in *events, or another negative errno (a TLS
+ * error on the connection: -ECONNRESET, never -EPROTO).  A send that returned
+ * -EAGAIN must be repeated with the same arguments.
  */
 ssize_t cdp_tls_send(SSL *ssl, const void *buf, size_t len, short *events);
 ssize_t cdp_tls_recv(SSL *ssl, void *buf, size_t len, short *events);

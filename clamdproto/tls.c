@@ -311,6 +311,17 @@ void cdp_tls_close(SSL *ssl)
 	SSL_free(ssl);
 }
 
+/*
+ * A TLS error on an established connection (a fatal alert, a record that
+ * fails to decrypt) breaks it like a reset. Not -EPROTO: the connection's
+ * readers take -EPROTO to mean "a partial reply is in *line", which a
+ * TLS error never leaves.
+ */
+static int tls_broken(int ret)
+{
+	return ret == -EPROTO ? -ECONNRESET : ret;
+}
+
 ssize_t cdp_tls_send(SSL *ssl, const void *buf, size_t len, short *events)
 {
 	size_t done = 0;
@@ -325,7 +336,7 @@ ssize_t cdp_tls_send(SSL *ssl, const void *buf, size_t len, short *events)
 	ERR_clear_error();
 	if (ret == -ENODATA)
 		ret = -EPIPE;
-	return ret ? ret : -EAGAIN;
+	return ret ? tls_broken(ret) : -EAGAIN;
 }
 
 ssize_t cdp_tls_recv(SSL *ssl, void *buf, size_t len, short *events)
@@ -342,7 +353,7 @@ ssize_t cdp_tls_recv(SSL *ssl, void *buf, size_t len, short *events)
 	ERR_clear_error();
 	if (ret == -ENODATA)
 		return 0;
-	return ret ? ret : -EAGAIN;
+	return ret ? tls_broken(ret) : -EAGAIN;
 }
 
 int cdp_tls_has_input(SSL *ssl)

@@ -11,6 +11,7 @@
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -181,6 +182,74 @@ def test_plaintext_answer_refused(mount_clamfs, pki):
         # what it got was a TLS handshake record, never a command
         assert srv.first and all(b[:1] == b"\x16" for b in srv.first), \
             srv.first
+    finally:
+        srv.close()
+
+
+class CorruptRecords:
+    """A TLS server with the good certificate that completes the handshake
+    and then answers with a record that cannot decrypt, as an attacker on
+    the path can inject; the client gets a fatal TLS error mid-reply."""
+
+    def __init__(self, pki):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(pki.server.cert, pki.server.key)
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.port = self.srv.getsockname()[1]
+        self.handshakes = 0
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            try:
+                c.settimeout(5)
+                with self.ctx.wrap_socket(c, server_side=True) as t:
+                    self.handshakes += 1
+                    got = b""
+                    # the whole INSTREAM, up to its zero-length chunk:
+                    # the client is then reading the verdict
+                    while not got.endswith(b"\0\0\0\0"):
+                        b = t.recv(65536)
+                        if not b:
+                            break
+                        got += b
+                    raw = socket.socket(fileno=os.dup(t.fileno()))
+                    with raw:
+                        raw.sendall(b"\x17\x03\x03\x00\x20" +
+                                    os.urandom(32))
+                        raw.recv(64)
+            except OSError:
+                pass
+
+    def close(self):
+        self.srv.close()
+
+
+def test_corrupt_record_after_handshake(mount_clamfs, pki):
+    """A TLS error on an established connection fails the open closed and
+    leaves the daemon serving (it used to be read as a partial reply that
+    was never set: undefined behaviour, a crash)."""
+    srv = CorruptRecords(pki)
+    try:
+        m = tls_mount(mount_clamfs, srv.port, f"clamd_tls_ca={pki.ca.cert}")
+        put(m.b("f.txt"), CLEAN)
+        put(m.b("g.txt"), CLEAN)
+        assert try_read(m.m("f.txt")) == ("err", "EIO")
+        assert try_read(m.m("g.txt")) == ("err", "EIO")
+        assert srv.handshakes >= 1
+        fails = wait_for(lambda: scan_failures(m), 5)
+        assert fails, m.stderr_text()
+        # a broken connection, not a reply cut short (before the fix, the
+        # error was read as a partial reply the TLS layer never gave)
+        assert all("Connection reset" in f["reason"] for f in fails), fails
+        assert m.alive(), m.stderr_text()
     finally:
         srv.close()
 
