@@ -13,8 +13,8 @@ import time
 
 from .env import SLOW, clamfs_bin, extra_test_opts, sanitizer_env, \
     sanitizer_lines
-from .mountinfo import fuse_mounts_at
-from .procs import pid_alive, pids_of, threads
+from .mountinfo import fuse_mounts_at, holders
+from .procs import pid_alive, pids_of, stacks, threads
 
 
 class Mount:
@@ -109,6 +109,7 @@ class Mount:
             return []
         self.torn_down = True
         problems = []
+        devs = [e.dev for e in self.entries()]
         if self.is_mounted():
             ok = False
             for _ in range(25):
@@ -128,6 +129,12 @@ class Mount:
             rc = self.wait_exit(20 * SLOW)
         except AssertionError as e:
             problems.append(str(e))
+            held = [h for d in devs for h in holders(d)]
+            if held:
+                problems.append("its mount lives on in other mount "
+                                "namespaces (pid, command, mountpoint): "
+                                f"{held}")
+            problems.append("its threads:\n" + stacks(self.pid))
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except OSError:

@@ -10,13 +10,14 @@ def _unescape(s):
 
 class MountEntry:
     """One line of mountinfo: mount_id, mountpoint, mount_opts, fstype,
-    source, super_opts, minor (the device minor, which names the FUSE
-    connection under /sys/fs/fuse/connections)."""
+    source, super_opts, dev ("major:minor"), minor (the device minor, which
+    names the FUSE connection under /sys/fs/fuse/connections)."""
 
     def __init__(self, line):
         parts = line.split()
         sep = parts.index("-")
         self.mount_id = int(parts[0])
+        self.dev = parts[2]
         self.minor = int(parts[2].split(":")[1])
         self.mountpoint = _unescape(parts[4])
         self.mount_opts = parts[5].split(",")
@@ -30,9 +31,33 @@ class MountEntry:
                 f"({','.join(self.mount_opts)}; {','.join(self.super_opts)})>")
 
 
-def mounts():
-    with open("/proc/self/mountinfo") as f:
+def mounts(pid="self"):
+    with open(f"/proc/{pid}/mountinfo") as f:
         return [MountEntry(l) for l in f if l.strip()]
+
+
+def holders(dev):
+    """Why a FUSE daemon lives on after its unmount: [(pid, comm,
+    mountpoint)] of one process per other mount namespace that still has a
+    mount of device dev ("major:minor", MountEntry.dev)."""
+    mine = os.stat("/proc/self/ns/mnt").st_ino
+    seen = {mine}
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            ns = os.stat(f"/proc/{d}/ns/mnt").st_ino
+            if ns in seen:
+                continue
+            seen.add(ns)
+            held = [m for m in mounts(d) if m.dev == dev]
+            with open(f"/proc/{d}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        out += [(int(d), comm, m.mountpoint) for m in held[:1]]
+    return out
 
 
 def mounts_at(path):

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Processes by program and argument, from /proc."""
 import os
+import subprocess
 import time
 
 from .env import SLOW
@@ -65,3 +66,32 @@ def proc_status(pid):
 
 def threads(pid):
     return int(proc_status(pid).get("Threads", 0))
+
+
+def stacks(pid, timeout=60):
+    """Every thread's stack of a live process, as text for a report: the
+    kernel's (/proc/PID/task/*/stack: where a thread waits in a syscall)
+    and the user-space one from gdb, when gdb is installed. For a daemon
+    that does not exit: without it, a hang leaves nothing to read."""
+    out = []
+    try:
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except OSError as e:
+        return f"no stacks of {pid}: {e}"
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stack") as f:
+                kstack = f.read().rstrip()
+        except OSError as e:
+            comm, kstack = "?", str(e)
+        out.append(f"--- thread {tid} ({comm}), kernel stack:\n{kstack}")
+    try:
+        r = subprocess.run(["gdb", "-batch", "-nx", "-p", str(pid),
+                            "-ex", "thread apply all bt"],
+                           capture_output=True, text=True, timeout=timeout)
+        out.append("--- gdb, thread apply all bt:\n" + r.stdout + r.stderr)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        out.append(f"--- gdb: {e}")
+    return "\n".join(out)
