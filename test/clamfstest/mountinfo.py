@@ -31,6 +31,19 @@ class MountEntry:
                 f"({','.join(self.mount_opts)}; {','.join(self.super_opts)})>")
 
 
+# A new mount namespace starts with a copy of every mount of its maker's,
+# and here (no shared mounts: systemd is not PID 1) no propagation mode makes
+# the copies follow the host's unmounts. A copied FUSE mount keeps its
+# connection alive, and its daemon serves on after `fusermount3 -u` on the
+# host (the soak's "hung at exit" of 2026-12-01, while CI's Debian 13 lane
+# ran). Every mount namespace the tests make drops those copies first.
+WITHOUT_FUSE_COPIES = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "scripts", "without-fuse-copies")
+UNSHARE_MOUNT = ("unshare", "--mount", "--propagation", "private",
+                 WITHOUT_FUSE_COPIES)
+
+
 def mounts(pid="self"):
     with open(f"/proc/{pid}/mountinfo") as f:
         return [MountEntry(l) for l in f if l.strip()]

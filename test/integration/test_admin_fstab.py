@@ -15,7 +15,7 @@
 # sh's default PATH, /usr/local/sbin first, where `cmake --install` puts the
 # daemon. A prepended PATH would run whatever `clamfs` is on the default PATH
 # (on this machine class Debian's unrelated ClamFS 1.2.0 in /usr/bin). So each
-# test runs in a private mount namespace (unshare -m) where a tmpfs over
+# test runs in a mount namespace of its own (UNSHARE_MOUNT) where a tmpfs over
 # /usr/local/sbin holds `clamfs` -> $CLAMFS_BIN: the install layout, without
 # touching the host. The steps run inside by a small driver; the test asserts
 # on what it recorded.
@@ -25,6 +25,7 @@ import subprocess
 
 from adminutil import admin, asan_env, clamfs_pids, ini  # noqa: F401
 from clamfstest.env import PYTHON, SANITIZE, SLOW, clamfs_bin
+from clamfstest.mountinfo import UNSHARE_MOUNT
 from scanutil import put
 
 CLEAN = b"clean via fstab\n"
@@ -101,7 +102,7 @@ def in_namespace(base, steps, mnts, env):
            "testdir": os.path.dirname(os.path.dirname(
                os.path.abspath(__file__))),
            "base": base, "timeout": 60 * SLOW}
-    r = subprocess.run(["unshare", "--mount", "--propagation", "private",
+    r = subprocess.run([*UNSHARE_MOUNT,
                         PYTHON, "-c", DRIVER, json.dumps(cfg)],
                        capture_output=True, text=True, timeout=300 * SLOW)
     assert r.returncode == 0, f"namespace driver failed:\n{r.stdout}\n{r.stderr}"

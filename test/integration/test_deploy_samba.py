@@ -27,6 +27,7 @@ import pytest
 
 from adminutil import admin, asan_env  # noqa: F401
 from clamfstest.clamd import free_tcp_port
+from clamfstest.mountinfo import UNSHARE_MOUNT
 from clamfstest.env import (PYTHON, SANITIZE, SLOW, clamfs_bin,
                             SANITIZER_MARKERS)
 
@@ -184,7 +185,7 @@ class SambaOverClamfs:
                            f"backend={self.share},allow_other,"
                            f"clamd={self.clamd.socket}", self.share])
         self.proc = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", PYTHON, "-c",
+            [*UNSHARE_MOUNT, PYTHON, "-c",
              DRIVER, json.dumps(cfg)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, text=True, start_new_session=True,
             stderr=open(os.path.join(self.base, "driver.err"), "w"))

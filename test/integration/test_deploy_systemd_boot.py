@@ -23,6 +23,7 @@ import pytest
 
 from adminutil import admin  # noqa: F401
 from clamfstest.env import SLOW, clamfs_bin, SANITIZER_MARKERS
+from clamfstest.mountinfo import UNSHARE_MOUNT
 from test_admin_systemd import configured_unit
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -167,7 +168,7 @@ def test_share_is_never_served_unprotected(admin, clamd, nspawn):
     files_tree(d, clamd)
     build = os.path.dirname(os.path.realpath(clamfs_bin()))
     binds = [f"--bind={clamd.workdir}", f"--bind-ro={build}"]
-    r = subprocess.run(["unshare", "--mount", "--propagation", "private",
+    r = subprocess.run([*UNSHARE_MOUNT,
                         "sh", "-c", RUNNER, "runner", d] + binds,
                        capture_output=True, text=True,
                        env=dict(os.environ, TIMEOUT=str(int(240 * SLOW))),

@@ -16,7 +16,8 @@ import pytest
 from clamfstest.env import PYTHON, SLOW, clamfs_bin, extra_test_opts
 from fsutil import UID_A, GID_A, outcome, run_as
 from clamfstest.mount import make_tree_dir
-from clamfstest.mountinfo import fuse_mounts_at
+from clamfstest.mountinfo import UNSHARE_MOUNT, fuse_mounts_at, holders, mounts
+from clamfstest.wait import wait_for
 from clamfstest.procs import pids_of, wait_gone
 
 # Mirror tests run with scanning on, against the private clamd.
@@ -350,6 +351,88 @@ def test_busy_unmount_refused_then_works(mount_clamfs):
     r = fs.unmount("fusermount3")
     assert r.returncode == 0, r.stderr
     assert fs.proc.wait(15 * SLOW) == 0
+
+
+def in_new_mount_namespace(fs, unshare):
+    """A process (sleep) in a mount namespace made by the unshare argv,
+    once it runs there, with its copy of fs's mount."""
+    dev = fs.entries()[0].dev
+    mine = os.stat("/proc/self/ns/mnt").st_ino
+    p = subprocess.Popen([*unshare, "sleep", "120"])
+
+    def running():
+        try:
+            with open(f"/proc/{p.pid}/comm") as f:
+                return f.read().strip() == "sleep" and \
+                    os.stat(f"/proc/{p.pid}/ns/mnt").st_ino != mine
+        except OSError:
+            return False
+    assert wait_for(running, 10), "no sleep in a namespace of its own"
+    return p, dev
+
+
+def test_unmount_ends_daemon_with_a_namespace_of_the_test_tools(mount_clamfs):
+    """The tests' and the Debian 13 lane's mount namespaces
+    (UNSHARE_MOUNT, scripts/without-fuse-copies) start with a copy of every
+    mount: they must drop their copies of FUSE mounts, or a daemon unmounted
+    meanwhile serves on for as long as that namespace lives (the soak's
+    "hung at exit", whose namespace was CI's Debian 13 lane)."""
+    fs = mount_clamfs()
+    p, dev = in_new_mount_namespace(fs, UNSHARE_MOUNT)
+    try:
+        r = fs.unmount("fusermount3")
+        assert r.returncode == 0, r.stderr
+        assert fs.proc.wait(15 * SLOW) == 0, (holders(dev), fs.stderr_text())
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_private_namespace_copy_keeps_the_daemon_and_is_named(mount_clamfs):
+    """What clamfs.8 says of unmounting: a mount copied into a namespace
+    with private propagation stays in use there, so the daemon serves on,
+    and ends when the last copy goes. holders() names who keeps it."""
+    fs = mount_clamfs()
+    p, dev = in_new_mount_namespace(fs, UNSHARE_MOUNT[:4])
+    assert any(m.dev == dev for m in mounts(p.pid))
+    try:
+        r = fs.unmount("fusermount3")
+        assert r.returncode == 0, r.stderr
+        assert not fs.is_mounted()
+        time.sleep(1)
+        assert fs.alive(), "the copy in the other namespace is still in use"
+        assert [h[0] for h in holders(dev)] == [p.pid]
+    finally:
+        p.kill()
+        p.wait()
+    assert fs.proc.wait(15 * SLOW) == 0, fs.stderr_text()
+
+
+def test_tree_makes_no_namespace_that_keeps_fuse_mounts():
+    """Siblings of the above: every mount namespace the project's scripts,
+    tests and benchmarks make drops its copies of FUSE mounts (the helper
+    on the line or the next)."""
+    top = os.path.dirname(os.path.dirname(HERE))
+    # in two pieces, so that this line is not a finding of its own
+    making = re.compile("un" "share" r"\b.*(\s-m\b|--mount)")
+    bad = []
+    for sub in ("scripts", "test", "bench", ".ci"):
+        for d, _, names in os.walk(os.path.join(top, sub)):
+            for n in names:
+                path = os.path.join(d, n)
+                try:
+                    with open(path, errors="replace") as f:
+                        lines = f.read().splitlines()
+                except OSError:
+                    continue
+                for i, line in enumerate(lines, 1):
+                    near = line + " ".join(lines[i:i + 1])
+                    if making.search(line) and not re.search(
+                            "without-fuse-copies|UNSHARE_MOUNT", near):
+                        bad.append(f"{os.path.relpath(path, top)}:{i}: "
+                                   f"{line.strip()}")
+    assert not bad, "mount namespaces that keep the host's FUSE mounts " \
+        "(use clamfstest.mountinfo.UNSHARE_MOUNT):\n" + "\n".join(bad)
 
 
 def test_debug_flag_stays_in_foreground(mount_clamfs):

@@ -20,6 +20,7 @@ import tempfile
 import pytest
 
 from clamfstest.env import PYTHON
+from clamfstest.mountinfo import UNSHARE_MOUNT
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PKG = "clamfs-onaccess"
@@ -223,7 +224,7 @@ def test_install_mount_scan_remove(deb, clamd):
     try:
         cfg = {"work": work, "deb": deb, "socket": clamd.socket,
                "eicar": clamd.eicar.hex(), "binds": [clamd.workdir, debdir]}
-        r = subprocess.run(["unshare", "--mount", "--propagation", "private",
+        r = subprocess.run([*UNSHARE_MOUNT,
                             PYTHON, "-c", DRIVER, json.dumps(cfg)],
                            capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, r.stdout + r.stderr

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from clamfstest.mountinfo import fuse_mounts_at
+from clamfstest.mountinfo import UNSHARE_MOUNT, fuse_mounts_at
 from fakeclamd import FakeClamd
 from clamfstest.env import PYTHON, SLOW
 from scanutil import mount_scan, put, spawn_opener, stats, wait_for
@@ -76,7 +76,7 @@ def abort_connection(m):
     and its callers sleep uninterruptibly."""
     for entry in fuse_mounts_at(m.mnt):
         subprocess.run(
-            ["unshare", "-m", "sh", "-c",
+            [*UNSHARE_MOUNT, "sh", "-c",
              "mount -t fusectl none /sys/fs/fuse/connections && "
              f"echo 1 > /sys/fs/fuse/connections/{entry.minor}/abort"],
             capture_output=True, timeout=30)
