@@ -104,6 +104,31 @@ bool cdp_fsel_succeeded(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 	return was;
 }
 
+enum cdp_fsel_change
+cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
+		   int64_t started, const struct cdp_result *res, int64_t now)
+{
+	(void)started;
+	if (cdp_fsel_is_failure(res))
+		return cdp_fsel_failed(b, t, now) ? CDP_FSEL_EJECTED
+						  : CDP_FSEL_SAME;
+	if (res->verdict != CDP_ERROR)
+		return cdp_fsel_succeeded(b, t, now) ? CDP_FSEL_READMITTED
+						     : CDP_FSEL_SAME;
+	return CDP_FSEL_SAME;
+}
+
+enum cdp_fsel_change cdp_fsel_probe_done(struct cdp_fsel *b,
+					 const struct cdp_fsel_timing *t,
+					 int64_t started, bool ok, int64_t now)
+{
+	(void)started;
+	if (ok)
+		return cdp_fsel_succeeded(b, t, now) ? CDP_FSEL_READMITTED
+						     : CDP_FSEL_SAME;
+	return cdp_fsel_failed(b, t, now) ? CDP_FSEL_EJECTED : CDP_FSEL_SAME;
+}
+
 bool cdp_fsel_probe_due(const struct cdp_fsel *b, int64_t now)
 {
 	return now >= b->next_probe;

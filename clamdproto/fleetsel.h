@@ -77,6 +77,28 @@ bool cdp_fsel_failed(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 bool cdp_fsel_succeeded(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 			int64_t now);
 
+/* What an outcome changed: each change is logged once. */
+enum cdp_fsel_change {
+	CDP_FSEL_SAME = 0,
+	CDP_FSEL_EJECTED,    /* healthy before, ejected now */
+	CDP_FSEL_READMITTED, /* ejected before, healthy now */
+};
+
+/*
+ * A scan attempt on @b, handed out at @started, ended at @now with @res:
+ * a failure (cdp_fsel_is_failure) is cdp_fsel_failed, a verdict is
+ * cdp_fsel_succeeded, anything else (clamd's own error, a cancel) says
+ * nothing about the backend's health.
+ */
+enum cdp_fsel_change
+cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
+		   int64_t started, const struct cdp_result *res, int64_t now);
+
+/* A PING of @b sent at @started ended at @now, answered (@ok) or not. */
+enum cdp_fsel_change cdp_fsel_probe_done(struct cdp_fsel *b,
+					 const struct cdp_fsel_timing *t,
+					 int64_t started, bool ok, int64_t now);
+
 /* Whether the prober should PING @b at @now. */
 bool cdp_fsel_probe_due(const struct cdp_fsel *b, int64_t now);
 
