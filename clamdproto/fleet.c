@@ -164,12 +164,13 @@ static void probe_due(struct cdp_fleet *f)
 		struct backend *b = &f->b[i];
 		enum cdp_fsel_change change;
 		struct cdp_result res;
+		bool ok, suspect;
 		int64_t started;
-		bool ok;
 
 		started = cdp_now_ms();
 		if (b->probing || !cdp_fsel_probe_due(&f->sel[i], started))
 			continue;
+		suspect = f->sel[i].suspect;
 		b->probing = true;
 		pthread_mutex_unlock(&f->lock);
 		ok = cdp_ping(b->probe, &res) == 0;
@@ -188,9 +189,10 @@ static void probe_due(struct cdp_fleet *f)
 			    b->addr);
 		else
 			say(f, CDP_LOG_WARNING,
-			    "clamd %s: PING failed (%s: %s), ejected from the "
-			    "fleet until it answers again",
-			    b->addr, cdp_errcat_name(res.cat), res.text);
+			    "clamd %s: PING failed (%s: %s)%s, ejected from "
+			    "the fleet until it answers again",
+			    b->addr, cdp_errcat_name(res.cat), res.text,
+			    suspect ? " after a scan timed out" : "");
 		pthread_mutex_lock(&f->lock);
 	}
 }
@@ -310,10 +312,12 @@ void cdp_fleet_release(struct cdp_fleet *f, const struct cdp_fleet_pick *pick,
 	}
 	change = cdp_fsel_scan_done(&f->sel[pick->index], &f->timing,
 				    pick->started_ms, res, now);
-	if (change == CDP_FSEL_EJECTED) {
+	if (change == CDP_FSEL_EJECTED)
 		b->ejections++;
+	/* a suspect one is due for its PING now, not at the prober's
+	 * next wake-up */
+	if (change == CDP_FSEL_EJECTED || change == CDP_FSEL_SUSPECT)
 		pthread_cond_signal(&f->wake);
-	}
 	pthread_mutex_unlock(&f->lock);
 	/* one backend has no other to be ejected in favour of: quiet */
 	if (f->n < 2)

@@ -261,7 +261,9 @@ static int acquire(struct cdp_pool *pool, bool plain, int64_t deadline,
 		}
 		if (now >= deadline) {
 			pthread_mutex_unlock(&pool->lock);
-			cdp_res_error(res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+			/* EBUSY: our own cap, not clamd, used up the time;
+			 * a fleet must not hold it against the backend */
+			cdp_res_error(res, CDP_ERR_TIMEOUT, EBUSY,
 				      "no free connection to clamd within "
 				      "the deadline");
 			return -ETIMEDOUT;
@@ -298,6 +300,14 @@ static int acquire(struct cdp_pool *pool, bool plain, int64_t deadline,
 		if (rc == -ECANCELED)
 			cdp_res_error(res, CDP_ERR_CANCELLED, ECANCELED,
 				      "cancelled while connecting");
+		else if (rc == -ETIMEDOUT && cdeadline == deadline)
+			/* the call's deadline, not connect_timeout_ms, cut
+			 * it short: maybe only after a wait for a slot, or
+			 * an attempt given part of the time */
+			cdp_res_error(res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+				      "no connection to clamd at %s within "
+				      "the deadline",
+				      pool->shown);
 		else
 			cdp_res_error(res, CDP_ERR_CONNECT, -rc,
 				      "cannot connect to clamd at %s: %s",
