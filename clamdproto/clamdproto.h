@@ -259,15 +259,18 @@ enum cdp_verdict cdp_scan_path(struct cdp_pool *pool, const char *path,
  * unsuspected one is healthy, and the prober PINGs it at once: it is
  * ejected if that PING fails, and clear again if it answers or a scan gets
  * a verdict.  A wait for a free connection of the backend's own pool
- * (CDP_ERR_TIMEOUT with EBUSY) counts for nothing.  The prober thread
- * PINGs ejected backends with a short deadline and a backoff
- * (backoff_min_ms doubling up to backoff_max_ms) and readmits one that
- * answers, and PINGs healthy ones every probe_interval_ms so that a dead
- * idle one is noticed.  Each ejection and readmission is logged once.
- * With every backend ejected, scans go to the one that failed longest
- * ago: they fail closed as with one clamd, and succeed again as soon as
- * one is back.  A fleet of one backend starts no prober: every scan goes
- * to it, as with its pool alone.
+ * (CDP_ERR_TIMEOUT with EBUSY) counts for nothing.  The prober thread PINGs
+ * ejected backends with a short deadline and a backoff (backoff_min_ms,
+ * doubling with each failed PING up to backoff_max_ms) and readmits one
+ * that answers, and PINGs healthy ones every probe_interval_ms so that a
+ * dead idle one is noticed.  The outcome of a scan or PING begun before the
+ * backend's last failure is ignored: the scans in flight when a clamd dies
+ * eject it once, and one of them that still gets its verdict does not
+ * readmit it.  Each ejection and readmission is logged once.  With every
+ * backend ejected, scans go to the one that failed longest ago: they fail
+ * closed as with one clamd, and succeed again as soon as one is back.  A
+ * fleet of one backend starts no prober: every scan goes to it, as with its
+ * pool alone.
  */
 
 /* One backend.  Zeros take the defaults shown. */
@@ -332,7 +335,8 @@ struct cdp_fleet_pick {
 	struct cdp_pool *pool;
 	bool fildes;	     /* as configured for it */
 	size_t alternatives; /* healthy backends other than this one */
-	int64_t started_ms;  /* for the latency */
+	int64_t started_ms;  /* for the latency, and to ignore outcomes
+			      * begun before the backend's last failure */
 };
 
 /*

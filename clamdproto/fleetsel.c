@@ -116,7 +116,10 @@ enum cdp_fsel_change
 cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 		   int64_t started, const struct cdp_result *res, int64_t now)
 {
-	(void)started;
+	/* begun before the last failure: it met the same outage, or came
+	 * through it on a connection older than the news */
+	if (started <= b->failed_at)
+		return CDP_FSEL_SAME;
 	if (res->verdict != CDP_ERROR)
 		return cdp_fsel_succeeded(b, t, now) ? CDP_FSEL_READMITTED
 						     : CDP_FSEL_SAME;
@@ -129,6 +132,12 @@ cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 		b->next_probe = now;
 		return CDP_FSEL_SUSPECT;
 	}
+	if (b->ejected) {
+		/* sent there because none was healthy: it is now the one
+		 * that failed last, but only probes set the backoff */
+		b->failed_at = now;
+		return CDP_FSEL_SAME;
+	}
 	return cdp_fsel_failed(b, t, now) ? CDP_FSEL_EJECTED : CDP_FSEL_SAME;
 }
 
@@ -136,7 +145,11 @@ enum cdp_fsel_change cdp_fsel_probe_done(struct cdp_fsel *b,
 					 const struct cdp_fsel_timing *t,
 					 int64_t started, bool ok, int64_t now)
 {
-	(void)started;
+	if (started <= b->failed_at) {
+		/* a scan failed while this PING was out: not newer news */
+		b->next_probe = now + b->backoff_ms;
+		return CDP_FSEL_SAME;
+	}
 	if (ok)
 		return cdp_fsel_succeeded(b, t, now) ? CDP_FSEL_READMITTED
 						     : CDP_FSEL_SAME;

@@ -65,11 +65,12 @@ size_t cdp_fsel_healthy(const struct cdp_fsel *b, size_t n, int exclude);
 bool cdp_fsel_is_failure(const struct cdp_result *res);
 
 /*
- * A scan or a probe of @b failed at @now.  A healthy backend is ejected
- * and first probed again backoff_min_ms later; returns true then (a state
- * change, to be logged once).  An ejected one that failed again (a probe,
- * or a scan sent to it because none was healthy) waits twice as long,
- * at most backoff_max_ms; returns false.
+ * @b failed at @now (a probe, or a scan's connect or protocol error).  A
+ * healthy backend is ejected and first probed again backoff_min_ms later;
+ * returns true then (a state change, to be logged once).  An ejected one
+ * that failed again waits twice as long, at most backoff_max_ms; returns
+ * false.  cdp_fsel_scan_done() and cdp_fsel_probe_done() decide when a
+ * failure gets here.
  */
 bool cdp_fsel_failed(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 		     int64_t now);
@@ -92,7 +93,12 @@ enum cdp_fsel_change {
 
 /*
  * A scan attempt on @b, handed out at @started, ended at @now with @res.
- * A connect or protocol error is cdp_fsel_failed.  A timeout only makes a
+ * An attempt begun no later than @b's last failure says nothing newer
+ * and is ignored: a clamd that dies with scans in flight is ejected once,
+ * and one of them that still got its verdict does not readmit it.
+ * A connect or protocol error ejects a healthy backend (cdp_fsel_failed);
+ * on an ejected one (sent there because none was healthy) it only updates
+ * failed_at: only failed probes lengthen the backoff.  A timeout only makes a
  * healthy backend suspect and due for a PING at once: the scan may have
  * needed more time than it had (a big file, or a first attempt given half
  * the deadline), and ejecting for that would eject every backend in turn;
@@ -104,8 +110,13 @@ enum cdp_fsel_change
 cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 		   int64_t started, const struct cdp_result *res, int64_t now);
 
-/* A PING of @b sent at @started ended at @now, answered (@ok: clears a
- * suspicion, readmits) or not (cdp_fsel_failed: ejects a suspect one). */
+/*
+ * A PING of @b sent at @started ended at @now, answered (@ok: clears a
+ * suspicion, readmits) or not (cdp_fsel_failed: ejects a healthy or
+ * suspect one, doubles the backoff of an ejected one).  A PING sent no
+ * later than @b's last failure is ignored, and the next one is a backoff
+ * away.
+ */
 enum cdp_fsel_change cdp_fsel_probe_done(struct cdp_fsel *b,
 					 const struct cdp_fsel_timing *t,
 					 int64_t started, bool ok, int64_t now);

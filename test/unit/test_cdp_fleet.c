@@ -328,6 +328,88 @@ static void test_pool_wait_is_not_the_backend(void **state)
 	assert_int_equal(cdp_fsel_pick(b, 2, -1, &rr), 0);
 }
 
+/*
+ * A clamd that dies with 7 scans in flight fails them all within a few
+ * milliseconds: that is one ejection and one step of backoff, and a scan
+ * begun before the ejection that still got its verdict does not readmit
+ * it.  Only failed PINGs double the backoff.
+ */
+static void test_inflight_outcomes_after_ejection(void **state)
+{
+	struct cdp_fsel b[2];
+	int64_t began, ejected_at;
+	int i;
+
+	(void)state;
+	init(b, 2, NULL, 8);
+	began = now;
+	now += 1000;
+	ejected_at = now;
+	assert_int_equal(done(&b[0], began, CDP_ERR_CONNECT, ECONNRESET),
+			 CDP_FSEL_EJECTED);
+	for (i = 0; i < 6; i++) {
+		now++;
+		assert_int_equal(done(&b[0], began, CDP_ERR_PROTOCOL, EPROTO),
+				 CDP_FSEL_SAME);
+	}
+	assert_int_equal(b[0].backoff_ms, T.backoff_min_ms);
+	assert_int_equal(b[0].next_probe, ejected_at + T.backoff_min_ms);
+	/* one begun before the ejection had its verdict: still ejected */
+	now++;
+	assert_int_equal(done(&b[0], began, CDP_ERR_NONE, 0), CDP_FSEL_SAME);
+	assert_true(b[0].ejected);
+	assert_int_equal(b[0].next_probe, ejected_at + T.backoff_min_ms);
+	/* a failed PING doubles the backoff */
+	now = b[0].next_probe;
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now, false, now + 3),
+			 CDP_FSEL_SAME);
+	now += 3;
+	assert_int_equal(b[0].backoff_ms, 2 * T.backoff_min_ms);
+	assert_int_equal(b[0].next_probe, now + 2 * T.backoff_min_ms);
+	/* every backend down: a scan sent to it anyway that fails is no
+	 * PING, the backoff stays, but it rotates the choice */
+	assert_int_equal(done(&b[1], now - 1, CDP_ERR_CONNECT, ECONNREFUSED),
+			 CDP_FSEL_EJECTED);
+	now += 10;
+	assert_int_equal(done(&b[0], now - 5, CDP_ERR_CONNECT, ECONNREFUSED),
+			 CDP_FSEL_SAME);
+	assert_int_equal(b[0].backoff_ms, 2 * T.backoff_min_ms);
+	assert_int_equal(b[0].failed_at, now);
+	/* one begun after its last failure that gets a verdict readmits it */
+	now += 10;
+	assert_int_equal(done(&b[0], now - 5, CDP_ERR_NONE, 0),
+			 CDP_FSEL_READMITTED);
+	assert_false(b[0].ejected);
+}
+
+/* A PING sent before a scan ejected the backend says nothing newer. */
+static void test_probe_begun_before_ejection(void **state)
+{
+	struct cdp_fsel b[2];
+	int64_t sent;
+
+	(void)state;
+	init(b, 2, NULL, 8);
+	sent = now;
+	now += 10;
+	assert_int_equal(done(&b[0], now - 20, CDP_ERR_CONNECT, ECONNRESET),
+			 CDP_FSEL_EJECTED);
+	now += 10;
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, sent, true, now),
+			 CDP_FSEL_SAME);
+	assert_true(b[0].ejected);
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, sent, false, now),
+			 CDP_FSEL_SAME);
+	assert_int_equal(b[0].backoff_ms, T.backoff_min_ms);
+	/* the next one is a backoff away, as after the ejection */
+	assert_false(cdp_fsel_probe_due(&b[0], now + T.backoff_min_ms - 1));
+	assert_true(cdp_fsel_probe_due(&b[0], now + T.backoff_min_ms));
+	/* one sent after it decides */
+	now += T.backoff_min_ms;
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now, true, now + 1),
+			 CDP_FSEL_READMITTED);
+}
+
 /* ---------------------------------------------- against a silent peer */
 
 /*
@@ -482,6 +564,8 @@ int main(void)
 		cmocka_unit_test(test_all_ejected),
 		cmocka_unit_test(test_timeout_is_suspect_until_ping),
 		cmocka_unit_test(test_pool_wait_is_not_the_backend),
+		cmocka_unit_test(test_inflight_outcomes_after_ejection),
+		cmocka_unit_test(test_probe_begun_before_ejection),
 		cmocka_unit_test(test_pool_wait_says_so),
 		cmocka_unit_test(test_connect_cut_by_deadline),
 	};
