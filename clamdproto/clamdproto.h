@@ -320,7 +320,12 @@ int cdp_fleet_new(const struct cdp_fleet_config *cfg,
  * After any fork() that must keep it.  0 or a negative errno.
  */
 int cdp_fleet_start(struct cdp_fleet *fleet);
-/* Stop the prober and free every pool.  No scan may be in flight. */
+/*
+ * Stop the prober and free every pool.  No scan may be in flight.  A PING
+ * the prober has in flight is cancelled, so this returns at once rather
+ * than after probe_timeout_ms (it may run in whatever thread drops the
+ * last reference to a fleet).
+ */
 void cdp_fleet_free(struct cdp_fleet *fleet);
 
 size_t cdp_fleet_size(const struct cdp_fleet *fleet);

@@ -32,6 +32,7 @@ struct cdp_fleet {
 	pthread_cond_t wake;
 	pthread_t prober;
 	bool started, stopping;
+	struct cdp_cancel *stop; /* the prober's PINGs; triggered by free */
 	unsigned rr;
 	size_t n;
 	struct backend *b;
@@ -136,7 +137,8 @@ int cdp_fleet_new(const struct cdp_fleet_config *cfg,
 	pthread_condattr_destroy(&ca);
 	f->b = calloc(n, sizeof(*f->b));
 	f->sel = calloc(n, sizeof(*f->sel));
-	if (!f->b || !f->sel) {
+	f->stop = cdp_cancel_new();
+	if (!f->b || !f->sel || !f->stop) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -173,9 +175,12 @@ static void probe_due(struct cdp_fleet *f)
 		suspect = f->sel[i].suspect;
 		b->probing = true;
 		pthread_mutex_unlock(&f->lock);
-		ok = cdp_ping(b->probe, &res) == 0;
+		ok = cdp_ping_cancel(b->probe, f->stop, &res) == 0;
 		pthread_mutex_lock(&f->lock);
 		b->probing = false;
+		/* cancelled by cdp_fleet_free: no verdict on the backend */
+		if (f->stopping)
+			break;
 		change = cdp_fsel_probe_done(&f->sel[i], &f->timing, started,
 					     ok, cdp_now_ms());
 		if (change == CDP_FSEL_EJECTED)
@@ -242,6 +247,9 @@ void cdp_fleet_free(struct cdp_fleet *f)
 		f->stopping = true;
 		pthread_cond_signal(&f->wake);
 		pthread_mutex_unlock(&f->lock);
+		/* a PING in flight would hold the join up to its deadline;
+		 * its outcome is not used (the loop stops on f->stopping) */
+		cdp_cancel_trigger(f->stop);
 		pthread_join(f->prober, NULL);
 	}
 	for (i = 0; f->b && i < f->n; i++) {
@@ -251,6 +259,7 @@ void cdp_fleet_free(struct cdp_fleet *f)
 	}
 	free(f->b);
 	free(f->sel);
+	cdp_cancel_free(f->stop);
 	pthread_cond_destroy(&f->wake);
 	pthread_mutex_destroy(&f->lock);
 	free(f);

@@ -848,14 +848,14 @@ static int res_errno(const struct cdp_result *res)
 }
 
 static int simple(struct cdp_pool *pool, struct cmd *cmd,
-		  struct cdp_result *res)
+		  struct cdp_cancel *cancel, struct cdp_result *res)
 {
 	struct cdp_result *r = res ? res : malloc(sizeof(*r));
 	int rc;
 
 	if (!r)
 		return -ENOMEM;
-	run(pool, cmd, pool->cfg.io_timeout_ms, NULL, r);
+	run(pool, cmd, pool->cfg.io_timeout_ms, cancel, r);
 	rc = res_errno(r);
 	if (r != res)
 		free(r);
@@ -864,9 +864,15 @@ static int simple(struct cdp_pool *pool, struct cmd *cmd,
 
 int cdp_ping(struct cdp_pool *pool, struct cdp_result *res)
 {
+	return cdp_ping_cancel(pool, NULL, res);
+}
+
+int cdp_ping_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
+		    struct cdp_result *res)
+{
 	struct cmd cmd = {.kind = CMD_PING};
 
-	return simple(pool, &cmd, res);
+	return simple(pool, &cmd, cancel, res);
 }
 
 int cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
@@ -874,7 +880,7 @@ int cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
 {
 	struct cmd cmd = {.kind = CMD_VERSION, .ver = ver};
 
-	return simple(pool, &cmd, res);
+	return simple(pool, &cmd, NULL, res);
 }
 
 int cdp_stats(struct cdp_pool *pool, char **textp, struct cdp_result *res)
@@ -882,5 +888,5 @@ int cdp_stats(struct cdp_pool *pool, char **textp, struct cdp_result *res)
 	struct cmd cmd = {.kind = CMD_STATS, .stats = textp};
 
 	*textp = NULL;
-	return simple(pool, &cmd, res);
+	return simple(pool, &cmd, NULL, res);
 }

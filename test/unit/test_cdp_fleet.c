@@ -551,6 +551,46 @@ static void test_connect_cut_by_deadline(void **state)
 	close(l);
 }
 
+/*
+ * cdp_fleet_free() runs in whatever thread drops the last reference (a
+ * reload, the unmount): it must not wait out a PING of a clamd that
+ * accepted and never answers.
+ */
+static void test_free_cancels_a_ping(void **state)
+{
+	struct cdp_backend_config bc[2] = {{0}};
+	struct cdp_fleet_config cfg;
+	struct silent peer[2];
+	struct cdp_fleet *fleet;
+	struct pollfd pfd;
+	int64_t t;
+	size_t bad;
+
+	(void)state;
+	silent_open(&peer[0]);
+	silent_open(&peer[1]);
+	bc[0].addr = peer[0].path;
+	bc[1].addr = peer[1].path;
+	cdp_fleet_config_init(&cfg);
+	cfg.probe_interval_ms = 10; /* the first PING at once */
+	cfg.probe_timeout_ms = 2000;
+	assert_int_equal(cdp_fleet_new(&cfg, bc, 2, &fleet, &bad), 0);
+	assert_int_equal(cdp_fleet_start(fleet), 0);
+	/* the prober's connection waits in the backlog: it is PINGing */
+	pfd = (struct pollfd){.fd = peer[0].fd, .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 2000), 1);
+	poll(NULL, 0, 50); /* PING sent, its reply awaited */
+	t = mono_ms();
+	cdp_fleet_free(fleet);
+	t = mono_ms() - t;
+	if (t >= 300)
+		fail_msg("cdp_fleet_free took %lld ms, the PING's deadline is "
+			 "2000 ms",
+			 (long long)t);
+	silent_close(&peer[0]);
+	silent_close(&peer[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -568,6 +608,7 @@ int main(void)
 		cmocka_unit_test(test_probe_begun_before_ejection),
 		cmocka_unit_test(test_pool_wait_says_so),
 		cmocka_unit_test(test_connect_cut_by_deadline),
+		cmocka_unit_test(test_free_cancels_a_ping),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
