@@ -43,7 +43,9 @@ enum cdp_verdict {
 enum cdp_errcat {
 	CDP_ERR_NONE = 0,   /* not an error (clean or infected) */
 	CDP_ERR_CONNECT,    /* cannot connect (refused, no socket, timeout) */
-	CDP_ERR_TIMEOUT,    /* deadline passed: wedged clamd or slow scan */
+	CDP_ERR_TIMEOUT,    /* deadline passed: wedged clamd or slow scan;
+			     * err EBUSY: no connection of the pool came
+			     * free in time, nothing reached clamd */
 	CDP_ERR_PROTOCOL,   /* reply unparseable, truncated, oversized, or
 			     * connection lost mid-command */
 	CDP_ERR_SIZE_LIMIT, /* INSTREAM: clamd's StreamMaxLength exceeded;
@@ -202,7 +204,9 @@ void cdp_pool_counters(struct cdp_pool *pool, struct cdp_pool_counters *c);
  * Scans.  Every scan fills *res completely and returns res->verdict.
  * @timeout_ms bounds the whole call (waiting for a free connection,
  * connecting, sending, clamd's scan); 0 means the pool's scan_timeout_ms.
- * @cancel may be NULL.  Any non-clean outcome discards the connection it
+ * @cancel may be NULL.  A connect that fails within connect_timeout_ms is
+ * CDP_ERR_CONNECT; one that the call's own deadline cut short is
+ * CDP_ERR_TIMEOUT.  Any non-clean outcome discards the connection it
  * used.  The pool never retries: an idle session that clamd closed is
  * replaced when that shows before it is used, and when it shows only as the
  * command is sent or answered (clamd restarted, or timed the session out
@@ -248,16 +252,25 @@ enum cdp_verdict cdp_scan_path(struct cdp_pool *pool, const char *path,
  * failed backend as @exclude so it goes elsewhere.  Like the pool, the
  * fleet never retries on its own.
  *
- * Health: a backend whose scan fails to connect, times out or garbles its
- * reply (not clamd's own error replies, a cancel or a size limit) is
- * ejected; a prober thread PINGs ejected backends with a short deadline
- * and a backoff (backoff_min_ms doubling up to backoff_max_ms) and
- * readmits one that answers, and PINGs healthy ones every
- * probe_interval_ms so that a dead idle one is noticed.  Each change of
- * state is logged once.  With every backend ejected, scans go to the one
- * that failed longest ago: they fail closed as with one clamd, and succeed
- * again as soon as one is back.  A fleet of one backend starts no prober:
- * every scan goes to it, as with its pool alone.
+ * Health: a backend whose scan fails to connect or garbles its reply (not
+ * clamd's own error replies, a cancel or a size limit) is ejected.  A scan
+ * that times out makes it only suspect: the scan may just have needed more
+ * time than it had.  A suspect backend gets new scans only when no
+ * unsuspected one is healthy, and the prober PINGs it at once: it is
+ * ejected if that PING fails, and clear again if it answers or a scan gets
+ * a verdict.  A wait for a free connection of the backend's own pool
+ * (CDP_ERR_TIMEOUT with EBUSY) counts for nothing.  The prober thread PINGs
+ * ejected backends with a short deadline and a backoff (backoff_min_ms,
+ * doubling with each failed PING up to backoff_max_ms) and readmits one
+ * that answers, and PINGs healthy ones every probe_interval_ms so that a
+ * dead idle one is noticed.  The outcome of a scan or PING begun before the
+ * backend's last failure is ignored: the scans in flight when a clamd dies
+ * eject it once, and one of them that still gets its verdict does not
+ * readmit it.  Each ejection and readmission is logged once.  With every
+ * backend ejected, scans go to the one that failed longest ago: they fail
+ * closed as with one clamd, and succeed again as soon as one is back.  A
+ * fleet of one backend starts no prober: every scan goes to it, as with its
+ * pool alone.
  */
 
 /* One backend.  Zeros take the defaults shown. */
@@ -307,7 +320,12 @@ int cdp_fleet_new(const struct cdp_fleet_config *cfg,
  * After any fork() that must keep it.  0 or a negative errno.
  */
 int cdp_fleet_start(struct cdp_fleet *fleet);
-/* Stop the prober and free every pool.  No scan may be in flight. */
+/*
+ * Stop the prober and free every pool.  No scan may be in flight.  A PING
+ * the prober has in flight is cancelled, so this returns at once rather
+ * than after probe_timeout_ms (it may run in whatever thread drops the
+ * last reference to a fleet).
+ */
 void cdp_fleet_free(struct cdp_fleet *fleet);
 
 size_t cdp_fleet_size(const struct cdp_fleet *fleet);
@@ -322,7 +340,8 @@ struct cdp_fleet_pick {
 	struct cdp_pool *pool;
 	bool fildes;	     /* as configured for it */
 	size_t alternatives; /* healthy backends other than this one */
-	int64_t started_ms;  /* for the latency */
+	int64_t started_ms;  /* for the latency, and to ignore outcomes
+			      * begun before the backend's last failure */
 };
 
 /*

@@ -32,6 +32,7 @@ struct cdp_fleet {
 	pthread_cond_t wake;
 	pthread_t prober;
 	bool started, stopping;
+	struct cdp_cancel *stop; /* the prober's PINGs; triggered by free */
 	unsigned rr;
 	size_t n;
 	struct backend *b;
@@ -136,7 +137,8 @@ int cdp_fleet_new(const struct cdp_fleet_config *cfg,
 	pthread_condattr_destroy(&ca);
 	f->b = calloc(n, sizeof(*f->b));
 	f->sel = calloc(n, sizeof(*f->sel));
-	if (!f->b || !f->sel) {
+	f->stop = cdp_cancel_new();
+	if (!f->b || !f->sel || !f->stop) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -162,37 +164,40 @@ static void probe_due(struct cdp_fleet *f)
 
 	for (i = 0; i < f->n && !f->stopping; i++) {
 		struct backend *b = &f->b[i];
+		enum cdp_fsel_change change;
 		struct cdp_result res;
-		bool changed, ok;
+		bool ok, suspect;
+		int64_t started;
 
-		if (b->probing || !cdp_fsel_probe_due(&f->sel[i], cdp_now_ms()))
+		started = cdp_now_ms();
+		if (b->probing || !cdp_fsel_probe_due(&f->sel[i], started))
 			continue;
+		suspect = f->sel[i].suspect;
 		b->probing = true;
 		pthread_mutex_unlock(&f->lock);
-		ok = cdp_ping(b->probe, &res) == 0;
+		ok = cdp_ping_cancel(b->probe, f->stop, &res) == 0;
 		pthread_mutex_lock(&f->lock);
 		b->probing = false;
-		if (ok) {
-			changed = cdp_fsel_succeeded(&f->sel[i], &f->timing,
-						     cdp_now_ms());
-		} else {
-			changed = cdp_fsel_failed(&f->sel[i], &f->timing,
-						  cdp_now_ms());
-			if (changed)
-				b->ejections++;
-		}
-		if (!changed)
+		/* cancelled by cdp_fleet_free: no verdict on the backend */
+		if (f->stopping)
+			break;
+		change = cdp_fsel_probe_done(&f->sel[i], &f->timing, started,
+					     ok, cdp_now_ms());
+		if (change == CDP_FSEL_EJECTED)
+			b->ejections++;
+		if (change == CDP_FSEL_SAME)
 			continue;
 		pthread_mutex_unlock(&f->lock);
-		if (ok)
+		if (change == CDP_FSEL_READMITTED)
 			say(f, CDP_LOG_INFO,
 			    "clamd %s: answers PING again, back in the fleet",
 			    b->addr);
 		else
 			say(f, CDP_LOG_WARNING,
-			    "clamd %s: PING failed (%s: %s), ejected from the "
-			    "fleet until it answers again",
-			    b->addr, cdp_errcat_name(res.cat), res.text);
+			    "clamd %s: PING failed (%s: %s)%s, ejected from "
+			    "the fleet until it answers again",
+			    b->addr, cdp_errcat_name(res.cat), res.text,
+			    suspect ? " after a scan timed out" : "");
 		pthread_mutex_lock(&f->lock);
 	}
 }
@@ -242,6 +247,9 @@ void cdp_fleet_free(struct cdp_fleet *f)
 		f->stopping = true;
 		pthread_cond_signal(&f->wake);
 		pthread_mutex_unlock(&f->lock);
+		/* a PING in flight would hold the join up to its deadline;
+		 * its outcome is not used (the loop stops on f->stopping) */
+		cdp_cancel_trigger(f->stop);
 		pthread_join(f->prober, NULL);
 	}
 	for (i = 0; f->b && i < f->n; i++) {
@@ -251,6 +259,7 @@ void cdp_fleet_free(struct cdp_fleet *f)
 	}
 	free(f->b);
 	free(f->sel);
+	cdp_cancel_free(f->stop);
 	pthread_cond_destroy(&f->wake);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -283,19 +292,22 @@ void cdp_fleet_acquire(struct cdp_fleet *f, int exclude,
 	pick->pool = f->b[i].pool;
 	pick->fildes = f->b[i].fildes;
 	pick->alternatives = cdp_fsel_healthy(f->sel, f->n, i);
-	pthread_mutex_unlock(&f->lock);
+	/* under the lock: ordered against the failures release() records */
 	pick->started_ms = cdp_now_ms();
+	pthread_mutex_unlock(&f->lock);
 }
 
 void cdp_fleet_release(struct cdp_fleet *f, const struct cdp_fleet_pick *pick,
 		       const struct cdp_result *res)
 {
 	struct backend *b = &f->b[pick->index];
-	int64_t now = cdp_now_ms();
-	uint64_t ms = (uint64_t)(now - pick->started_ms);
-	bool ejected = false, back = false;
+	enum cdp_fsel_change change;
+	uint64_t ms;
+	int64_t now;
 
 	pthread_mutex_lock(&f->lock);
+	now = cdp_now_ms();
+	ms = (uint64_t)(now - pick->started_ms);
 	f->sel[pick->index].inflight--;
 	b->scans++;
 	if (res->verdict == CDP_ERROR && res->cat != CDP_ERR_CANCELLED)
@@ -307,27 +319,24 @@ void cdp_fleet_release(struct cdp_fleet *f, const struct cdp_fleet_pick *pick,
 		if (ms > b->max_ms)
 			b->max_ms = ms;
 	}
-	if (cdp_fsel_is_failure(res)) {
-		ejected =
-			cdp_fsel_failed(&f->sel[pick->index], &f->timing, now);
-		if (ejected)
-			b->ejections++;
-	} else if (res->verdict != CDP_ERROR) {
-		back = cdp_fsel_succeeded(&f->sel[pick->index], &f->timing,
-					  now);
-	}
-	if (ejected)
+	change = cdp_fsel_scan_done(&f->sel[pick->index], &f->timing,
+				    pick->started_ms, res, now);
+	if (change == CDP_FSEL_EJECTED)
+		b->ejections++;
+	/* a suspect one is due for its PING now, not at the prober's
+	 * next wake-up */
+	if (change == CDP_FSEL_EJECTED || change == CDP_FSEL_SUSPECT)
 		pthread_cond_signal(&f->wake);
 	pthread_mutex_unlock(&f->lock);
 	/* one backend has no other to be ejected in favour of: quiet */
 	if (f->n < 2)
 		return;
-	if (ejected)
+	if (change == CDP_FSEL_EJECTED)
 		say(f, CDP_LOG_WARNING,
 		    "clamd %s: scan failed (%s: %s), ejected from the fleet "
 		    "until it answers PING again",
 		    b->addr, cdp_errcat_name(res->cat), res->text);
-	else if (back)
+	else if (change == CDP_FSEL_READMITTED)
 		say(f, CDP_LOG_INFO,
 		    "clamd %s: answered a scan again, back in the fleet",
 		    b->addr);

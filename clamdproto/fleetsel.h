@@ -21,6 +21,8 @@ struct cdp_fsel {
 	unsigned cap;	    /* connections; at cap in flight it is full */
 	unsigned inflight;  /* scans handed out and not yet released */
 	bool ejected;	    /* not picked while a healthy one is left */
+	bool suspect;	    /* healthy, but a scan timed out: PINGed at
+			     * once, picked after the unsuspected ones */
 	int64_t failed_at;  /* last failed scan or probe */
 	int64_t next_probe; /* when the prober should PING it next */
 	int backoff_ms;	    /* while ejected: the current probe interval */
@@ -39,7 +41,9 @@ void cdp_fsel_init(struct cdp_fsel *b, unsigned weight, unsigned cap,
 /*
  * The backend for the next scan: of the healthy ones other than @exclude
  * (-1: none) the one with the fewest scans in flight relative to its
- * weight, preferring one below its connection cap; ties go round robin
+ * weight, preferring one not suspect, then one below its connection cap
+ * (a full pool waits for a slot, a suspect backend may be wedged and eat
+ * half the deadline); ties go round robin
  * from *rr, which is advanced past the choice.  Without a healthy one,
  * the ejected one (other than @exclude) that failed longest ago: when all
  * are down a scan still fails closed the way it does with one clamd, and
@@ -53,18 +57,20 @@ int cdp_fsel_pick(const struct cdp_fsel *b, size_t n, int exclude,
 size_t cdp_fsel_healthy(const struct cdp_fsel *b, size_t n, int exclude);
 
 /*
- * Whether a scan's result says the backend is unwell: it could not be
+ * Whether a scan's result says the backend may be unwell: it could not be
  * reached, did not answer in time, or garbled its reply.  Not clamd's own
- * error replies (it answered), a cancel or a size limit.
+ * error replies (it answered), a cancel, a size limit, or a wait for a
+ * free connection of its pool (CDP_ERR_TIMEOUT with EBUSY: our side).
  */
 bool cdp_fsel_is_failure(const struct cdp_result *res);
 
 /*
- * A scan or a probe of @b failed at @now.  A healthy backend is ejected
- * and first probed again backoff_min_ms later; returns true then (a state
- * change, to be logged once).  An ejected one that failed again (a probe,
- * or a scan sent to it because none was healthy) waits twice as long,
- * at most backoff_max_ms; returns false.
+ * @b failed at @now (a probe, or a scan's connect or protocol error).  A
+ * healthy backend is ejected and first probed again backoff_min_ms later;
+ * returns true then (a state change, to be logged once).  An ejected one
+ * that failed again waits twice as long, at most backoff_max_ms; returns
+ * false.  cdp_fsel_scan_done() and cdp_fsel_probe_done() decide when a
+ * failure gets here.
  */
 bool cdp_fsel_failed(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 		     int64_t now);
@@ -76,6 +82,44 @@ bool cdp_fsel_failed(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
  */
 bool cdp_fsel_succeeded(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 			int64_t now);
+
+/* What an outcome changed: each change is logged once. */
+enum cdp_fsel_change {
+	CDP_FSEL_SAME = 0,
+	CDP_FSEL_EJECTED,    /* healthy before, ejected now */
+	CDP_FSEL_READMITTED, /* ejected before, healthy now */
+	CDP_FSEL_SUSPECT,    /* healthy, suspect now: wake the prober */
+};
+
+/*
+ * A scan attempt on @b, handed out at @started, ended at @now with @res.
+ * An attempt begun no later than @b's last failure says nothing newer
+ * and is ignored: a clamd that dies with scans in flight is ejected once,
+ * and one of them that still got its verdict does not readmit it.
+ * A connect or protocol error ejects a healthy backend (cdp_fsel_failed);
+ * on an ejected one (sent there because none was healthy) it only updates
+ * failed_at: only failed probes lengthen the backoff.  A timeout only makes a
+ * healthy backend suspect and due for a PING at once: the scan may have
+ * needed more time than it had (a big file, or a first attempt given half
+ * the deadline), and ejecting for that would eject every backend in turn;
+ * the PING decides.  A verdict is cdp_fsel_succeeded.  Anything else
+ * (clamd's own error, a cancel, a wait for a pool slot) says nothing about
+ * the backend's health.
+ */
+enum cdp_fsel_change
+cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
+		   int64_t started, const struct cdp_result *res, int64_t now);
+
+/*
+ * A PING of @b sent at @started ended at @now, answered (@ok: clears a
+ * suspicion, readmits) or not (cdp_fsel_failed: ejects a healthy or
+ * suspect one, doubles the backoff of an ejected one).  A PING sent no
+ * later than @b's last failure is ignored, and the next one is a backoff
+ * away.
+ */
+enum cdp_fsel_change cdp_fsel_probe_done(struct cdp_fsel *b,
+					 const struct cdp_fsel_timing *t,
+					 int64_t started, bool ok, int64_t now);
 
 /* Whether the prober should PING @b at @now. */
 bool cdp_fsel_probe_due(const struct cdp_fsel *b, int64_t now);

@@ -261,7 +261,9 @@ static int acquire(struct cdp_pool *pool, bool plain, int64_t deadline,
 		}
 		if (now >= deadline) {
 			pthread_mutex_unlock(&pool->lock);
-			cdp_res_error(res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+			/* EBUSY: our own cap, not clamd, used up the time;
+			 * a fleet must not hold it against the backend */
+			cdp_res_error(res, CDP_ERR_TIMEOUT, EBUSY,
 				      "no free connection to clamd within "
 				      "the deadline");
 			return -ETIMEDOUT;
@@ -298,6 +300,14 @@ static int acquire(struct cdp_pool *pool, bool plain, int64_t deadline,
 		if (rc == -ECANCELED)
 			cdp_res_error(res, CDP_ERR_CANCELLED, ECANCELED,
 				      "cancelled while connecting");
+		else if (rc == -ETIMEDOUT && cdeadline == deadline)
+			/* the call's deadline, not connect_timeout_ms, cut
+			 * it short: maybe only after a wait for a slot, or
+			 * an attempt given part of the time */
+			cdp_res_error(res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+				      "no connection to clamd at %s within "
+				      "the deadline",
+				      pool->shown);
 		else
 			cdp_res_error(res, CDP_ERR_CONNECT, -rc,
 				      "cannot connect to clamd at %s: %s",
@@ -838,14 +848,14 @@ static int res_errno(const struct cdp_result *res)
 }
 
 static int simple(struct cdp_pool *pool, struct cmd *cmd,
-		  struct cdp_result *res)
+		  struct cdp_cancel *cancel, struct cdp_result *res)
 {
 	struct cdp_result *r = res ? res : malloc(sizeof(*r));
 	int rc;
 
 	if (!r)
 		return -ENOMEM;
-	run(pool, cmd, pool->cfg.io_timeout_ms, NULL, r);
+	run(pool, cmd, pool->cfg.io_timeout_ms, cancel, r);
 	rc = res_errno(r);
 	if (r != res)
 		free(r);
@@ -854,9 +864,15 @@ static int simple(struct cdp_pool *pool, struct cmd *cmd,
 
 int cdp_ping(struct cdp_pool *pool, struct cdp_result *res)
 {
+	return cdp_ping_cancel(pool, NULL, res);
+}
+
+int cdp_ping_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
+		    struct cdp_result *res)
+{
 	struct cmd cmd = {.kind = CMD_PING};
 
-	return simple(pool, &cmd, res);
+	return simple(pool, &cmd, cancel, res);
 }
 
 int cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
@@ -864,7 +880,7 @@ int cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
 {
 	struct cmd cmd = {.kind = CMD_VERSION, .ver = ver};
 
-	return simple(pool, &cmd, res);
+	return simple(pool, &cmd, NULL, res);
 }
 
 int cdp_stats(struct cdp_pool *pool, char **textp, struct cdp_result *res)
@@ -872,5 +888,5 @@ int cdp_stats(struct cdp_pool *pool, char **textp, struct cdp_result *res)
 	struct cmd cmd = {.kind = CMD_STATS, .stats = textp};
 
 	*textp = NULL;
-	return simple(pool, &cmd, res);
+	return simple(pool, &cmd, NULL, res);
 }

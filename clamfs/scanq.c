@@ -387,23 +387,59 @@ moved:
 	     "file moved or changed while scanned by path");
 }
 
+/*
+ * A retry that goes where the failed attempt went (the only clamd, or a
+ * balancer in front of several) waits a moment first.  A killed clamd
+ * still completes TCP handshakes while its process is torn down, and a
+ * balancer hands an immediate retry to it before any health check can
+ * mark it down (doc/fleet.md): both attempts then fail.  At most a quarter
+ * of the time left; the cancel cuts it short.  Returns what is left of
+ * @timeout_ms after the pause.
+ */
+#define SCANQ_RETRY_PAUSE_MS 200
+#define SCANQ_PAUSE_SLICE_MS 20
+
+static int retry_pause(const struct scanq_scan *s, int timeout_ms)
+{
+	int pause = SCANQ_RETRY_PAUSE_MS;
+	uint64_t start = now_usec(), until, now;
+
+	if (pause > timeout_ms / 4)
+		pause = timeout_ms / 4;
+	until = start + (uint64_t)pause * 1000;
+	while (!cdp_cancel_triggered(s->cancel) && (now = now_usec()) < until) {
+		uint64_t left = until - now;
+
+		if (left > SCANQ_PAUSE_SLICE_MS * 1000)
+			left = SCANQ_PAUSE_SLICE_MS * 1000;
+		poll(NULL, 0, (int)((left + 999) / 1000));
+	}
+	now = now_usec();
+	timeout_ms -= (int)((now - start) / 1000);
+	return timeout_ms > 1 ? timeout_ms : 1;
+}
+
 static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
 {
 	int exclude = s->attempt > 0 && s->note ? s->note->backend : -1;
 	int timeout_ms = s->timeout_ms;
 	struct cdp_fleet_pick pick;
 	enum scan_mode mode = s->mode;
+	bool halved;
 
 	cdp_fleet_acquire(s->fleet, exclude, &pick);
+	if (s->attempt > 0 && pick.index == exclude)
+		timeout_ms = retry_pause(s, timeout_ms);
 	if (mode != SCAN_MODE_PATH)
 		mode = pick.fildes ? SCAN_MODE_FDPASS : SCAN_MODE_STREAM;
 	/* a stalled backend must not eat the time of the retry elsewhere */
-	if (s->attempt + 1 < SCANQ_SCAN_ATTEMPTS && pick.alternatives > 0 &&
-	    timeout_ms >= 2)
+	halved = s->attempt + 1 < SCANQ_SCAN_ATTEMPTS &&
+		 pick.alternatives > 0 && timeout_ms >= 2;
+	if (halved)
 		timeout_ms /= 2;
 	if (s->note) {
 		s->note->backend = pick.index;
-		s->note->bounded = timeout_ms < s->timeout_ms;
+		s->note->bounded = halved;
 	}
 	scan_on(s, pick.pool, mode, timeout_ms, res);
 	cdp_fleet_release(s->fleet, &pick, res);
@@ -414,7 +450,10 @@ void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res)
 	if (s->fleet)
 		scan_fleet(s, res);
 	else
-		scan_on(s, s->pool, s->mode, s->timeout_ms, res);
+		scan_on(s, s->pool, s->mode,
+			s->attempt > 0 ? retry_pause(s, s->timeout_ms)
+				       : s->timeout_ms,
+			res);
 }
 
 /* --- scanner threads --- */

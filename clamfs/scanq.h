@@ -141,7 +141,9 @@ typedef void scanq_scan_fn(const struct scanq_scan *s, struct cdp_result *res);
  * attempt's for a retry); fdpass or stream as that backend was configured,
  * unless the mode is path. A first attempt while another backend is
  * healthy gets only half of what is left, so that a stalled backend
- * leaves time for the retry elsewhere.
+ * leaves time for the retry elsewhere. A retry that goes to the same
+ * address as the failed attempt (one clamd, or a balancer) first waits
+ * 200 ms, at most a quarter of what is left, cut short by the cancel.
  */
 void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
 

@@ -9,8 +9,9 @@ installed on a test host: scripts/deps unpacks it into
 HAProxy(config) writes the configuration into its own temporary directory
 (the text may name {dir} for files there), checks it (`haproxy -c`), runs
 it in the foreground (`-db`, its own pid file) in a new session, and waits
-until every `bind` port accepts connections. stop() kills it and waits;
-cleanup() also removes the directory. Nothing else is ever signalled.
+until every `bind` port accepts connections. command() talks to its
+runtime API socket. stop() kills it and waits; cleanup() also removes the
+directory. Nothing else is ever signalled.
 """
 import os
 import re
@@ -88,6 +89,21 @@ class HAProxy:
                 return f.read()
         except OSError:
             return ""
+
+    def command(self, line, sock="admin.sock", timeout=5.0):
+        """Sends one command to the runtime API socket {dir}/<sock> (the
+        configuration must have `stats socket {dir}/admin.sock`); returns
+        the answer."""
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(timeout)
+            s.connect(os.path.join(self.dir, sock))
+            s.sendall(line.encode() + b"\n")
+            data = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    return data.decode(errors="replace")
+                data += b
 
     def stop(self):
         if self.proc is None:

@@ -2,9 +2,10 @@
 # A fleet of clamd backends (several clamd= lines): scans spread over
 # them, a killed clamd's share moves to the others with no failed open and
 # it takes scans again once restarted; a backend that accepts and never
-# answers is ejected within one deadline and no open waits longer than
-# scan_timeout; with every backend down opens fail closed (EIO) as with one
-# clamd, and they work again, without a remount, once one is back.
+# answers is ejected within one deadline (its scan times out, then its
+# PING) and no open waits longer than scan_timeout; with every backend down
+# opens fail closed (EIO) as with one clamd, and they work again, without a
+# remount, once one is back.
 import os
 import socket
 import threading
@@ -103,7 +104,12 @@ def test_silent_backend_is_ejected_within_a_deadline(mount_clamfs,
             return r
 
         assert [one(n)[0] for n in names[:4]] == ["ok"] * 4
-        assert "clamd %s: scan failed" % addr in m.stderr_text()
+        # a timeout only makes it suspect; the PING that follows at once
+        # fails too and ejects it, all within one deadline
+        ejected = "clamd %s: PING failed (timeout" % addr
+        assert wait_for(lambda: ejected in m.stderr_text(), timeout + 1), \
+            m.stderr_text()[-2000:]
+        assert "after a scan timed out, ejected" in m.stderr_text()
         assert time.monotonic() - start < timeout + 1
         assert _read_all(m.mnt, names[4:]) == []
         assert max(slowest) < timeout, slowest

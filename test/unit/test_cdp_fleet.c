@@ -6,11 +6,21 @@
  * doubling up to a cap, a success readmits, and with every backend ejected
  * the one that failed longest ago is still tried.
  */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -230,6 +240,357 @@ static void test_all_ejected(void **state)
 	assert_int_equal(cdp_fsel_pick(b, 3, 1, &rr), 0);
 }
 
+/* The outcome @cat (@err) of a scan attempt on @b handed out at @started,
+ * ending now. */
+static enum cdp_fsel_change done(struct cdp_fsel *b, int64_t started,
+				 enum cdp_errcat cat, int err)
+{
+	struct cdp_result r = {
+		.verdict = cat == CDP_ERR_NONE ? CDP_CLEAN : CDP_ERROR,
+		.cat = cat,
+		.err = err,
+	};
+
+	return cdp_fsel_scan_done(b, &T, started, &r, now);
+}
+
+/*
+ * A timeout may be the scan's own doing (a big file, or the first attempt
+ * cut to half the deadline): it makes the backend suspect, and only a
+ * failed PING then ejects it.
+ */
+static void test_timeout_is_suspect_until_ping(void **state)
+{
+	struct cdp_fsel b[3];
+	unsigned rr = 0;
+	int i;
+
+	(void)state;
+	init(b, 3, NULL, 8);
+	now += 100;
+	assert_int_not_equal(
+		done(&b[0], now - 60000, CDP_ERR_TIMEOUT, ETIMEDOUT),
+		CDP_FSEL_EJECTED);
+	assert_false(b[0].ejected);
+	assert_int_equal(cdp_fsel_healthy(b, 3, -1), 3);
+	/* the prober asks it at once */
+	assert_true(cdp_fsel_probe_due(&b[0], now));
+	assert_int_equal(cdp_fsel_next_due(b, 3), now);
+	/* meanwhile new scans go to the others, even when they are busier */
+	b[1].inflight = 3;
+	b[2].inflight = 3;
+	for (i = 0; i < 6; i++)
+		assert_int_not_equal(take(b, 3, -1, &rr), 0);
+	/* it answers PING: no change to log, PINGs an interval apart, and
+	 * it takes scans again */
+	now += 5;
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now - 5, true, now),
+			 CDP_FSEL_SAME);
+	assert_false(b[0].ejected);
+	assert_int_equal(b[0].next_probe, now + T.probe_interval_ms);
+	assert_int_equal(cdp_fsel_pick(b, 3, -1, &rr), 0);
+	/* another timeout, and this time the PING fails too: ejected */
+	now += 1000;
+	done(&b[0], now - 60000, CDP_ERR_TIMEOUT, ETIMEDOUT);
+	assert_false(b[0].ejected);
+	now += 2000;
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now - 2000, false, now),
+			 CDP_FSEL_EJECTED);
+	assert_true(b[0].ejected);
+	assert_int_equal(b[0].next_probe, now + T.backoff_min_ms);
+	/* a timeout of an ejected one changes nothing more */
+	assert_int_equal(done(&b[0], now, CDP_ERR_TIMEOUT, ETIMEDOUT),
+			 CDP_FSEL_SAME);
+	assert_int_equal(b[0].next_probe, now + T.backoff_min_ms);
+	/* connect and protocol errors still eject at once */
+	assert_int_equal(done(&b[1], now - 10, CDP_ERR_CONNECT, ECONNREFUSED),
+			 CDP_FSEL_EJECTED);
+	assert_int_equal(done(&b[2], now - 10, CDP_ERR_PROTOCOL, EPROTO),
+			 CDP_FSEL_EJECTED);
+}
+
+/* No free connection in the backend's own pool says nothing about it. */
+static void test_pool_wait_is_not_the_backend(void **state)
+{
+	struct cdp_fsel b[2];
+	unsigned rr = 0;
+
+	(void)state;
+	init(b, 2, NULL, 1);
+	b[0].inflight = 1;
+	assert_int_equal(done(&b[0], now - 100, CDP_ERR_TIMEOUT, EBUSY),
+			 CDP_FSEL_SAME);
+	assert_false(b[0].ejected);
+	assert_false(cdp_fsel_probe_due(&b[0], now));
+	/* nor does it change where scans go */
+	b[0].inflight = 0;
+	b[1].inflight = 1;
+	assert_int_equal(cdp_fsel_pick(b, 2, -1, &rr), 0);
+}
+
+/*
+ * A clamd that dies with 7 scans in flight fails them all within a few
+ * milliseconds: that is one ejection and one step of backoff, and a scan
+ * begun before the ejection that still got its verdict does not readmit
+ * it.  Only failed PINGs double the backoff.
+ */
+static void test_inflight_outcomes_after_ejection(void **state)
+{
+	struct cdp_fsel b[2];
+	int64_t began, ejected_at;
+	int i;
+
+	(void)state;
+	init(b, 2, NULL, 8);
+	began = now;
+	now += 1000;
+	ejected_at = now;
+	assert_int_equal(done(&b[0], began, CDP_ERR_CONNECT, ECONNRESET),
+			 CDP_FSEL_EJECTED);
+	for (i = 0; i < 6; i++) {
+		now++;
+		assert_int_equal(done(&b[0], began, CDP_ERR_PROTOCOL, EPROTO),
+				 CDP_FSEL_SAME);
+	}
+	assert_int_equal(b[0].backoff_ms, T.backoff_min_ms);
+	assert_int_equal(b[0].next_probe, ejected_at + T.backoff_min_ms);
+	/* one begun before the ejection had its verdict: still ejected */
+	now++;
+	assert_int_equal(done(&b[0], began, CDP_ERR_NONE, 0), CDP_FSEL_SAME);
+	assert_true(b[0].ejected);
+	assert_int_equal(b[0].next_probe, ejected_at + T.backoff_min_ms);
+	/* a failed PING doubles the backoff */
+	now = b[0].next_probe;
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now, false, now + 3),
+			 CDP_FSEL_SAME);
+	now += 3;
+	assert_int_equal(b[0].backoff_ms, 2 * T.backoff_min_ms);
+	assert_int_equal(b[0].next_probe, now + 2 * T.backoff_min_ms);
+	/* every backend down: a scan sent to it anyway that fails is no
+	 * PING, the backoff stays, but it rotates the choice */
+	assert_int_equal(done(&b[1], now - 1, CDP_ERR_CONNECT, ECONNREFUSED),
+			 CDP_FSEL_EJECTED);
+	now += 10;
+	assert_int_equal(done(&b[0], now - 5, CDP_ERR_CONNECT, ECONNREFUSED),
+			 CDP_FSEL_SAME);
+	assert_int_equal(b[0].backoff_ms, 2 * T.backoff_min_ms);
+	assert_int_equal(b[0].failed_at, now);
+	/* one begun after its last failure that gets a verdict readmits it */
+	now += 10;
+	assert_int_equal(done(&b[0], now - 5, CDP_ERR_NONE, 0),
+			 CDP_FSEL_READMITTED);
+	assert_false(b[0].ejected);
+}
+
+/* A PING sent before a scan ejected the backend says nothing newer. */
+static void test_probe_begun_before_ejection(void **state)
+{
+	struct cdp_fsel b[2];
+	int64_t sent;
+
+	(void)state;
+	init(b, 2, NULL, 8);
+	sent = now;
+	now += 10;
+	assert_int_equal(done(&b[0], now - 20, CDP_ERR_CONNECT, ECONNRESET),
+			 CDP_FSEL_EJECTED);
+	now += 10;
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, sent, true, now),
+			 CDP_FSEL_SAME);
+	assert_true(b[0].ejected);
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, sent, false, now),
+			 CDP_FSEL_SAME);
+	assert_int_equal(b[0].backoff_ms, T.backoff_min_ms);
+	/* the next one is a backoff away, as after the ejection */
+	assert_false(cdp_fsel_probe_due(&b[0], now + T.backoff_min_ms - 1));
+	assert_true(cdp_fsel_probe_due(&b[0], now + T.backoff_min_ms));
+	/* one sent after it decides */
+	now += T.backoff_min_ms;
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now, true, now + 1),
+			 CDP_FSEL_READMITTED);
+}
+
+/* ---------------------------------------------- against a silent peer */
+
+/*
+ * A clamd that accepts (the kernel's backlog does) and never answers: a
+ * listening UNIX socket nobody accepts on, in a short temporary directory.
+ */
+struct silent {
+	char dir[32];
+	char path[64];
+	int fd;
+};
+
+static void silent_open(struct silent *s)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+
+	strcpy(s->dir, "/tmp/cdpfXXXXXX");
+	assert_non_null(mkdtemp(s->dir));
+	snprintf(s->path, sizeof(s->path), "%s/s", s->dir);
+	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(s->fd >= 0);
+	strcpy(sun.sun_path, s->path);
+	assert_int_equal(bind(s->fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(s->fd, 64), 0);
+}
+
+static void silent_close(struct silent *s)
+{
+	close(s->fd);
+	unlink(s->path);
+	rmdir(s->dir);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct holder {
+	struct cdp_pool *pool;
+	struct cdp_cancel *cancel;
+	struct cdp_result res;
+};
+
+static void *hold_slot(void *arg)
+{
+	struct holder *h = arg;
+
+	cdp_scan_buf(h->pool, "x", 1, 10000, h->cancel, &h->res);
+	return NULL;
+}
+
+/* The pool marks a wait for a free connection as such (EBUSY), so that
+ * the fleet can tell it from a clamd that did not answer. */
+static void test_pool_wait_says_so(void **state)
+{
+	struct cdp_pool_counters c;
+	struct cdp_config cfg;
+	struct cdp_result res;
+	struct silent peer;
+	struct holder h;
+	pthread_t t;
+	int64_t until;
+
+	(void)state;
+	silent_open(&peer);
+	cdp_config_init(&cfg);
+	cfg.addr = peer.path;
+	cfg.max_conns = 1;
+	assert_int_equal(cdp_pool_new(&cfg, &h.pool), 0);
+	h.cancel = cdp_cancel_new();
+	assert_non_null(h.cancel);
+	assert_int_equal(pthread_create(&t, NULL, hold_slot, &h), 0);
+	until = mono_ms() + 5000;
+	do {
+		poll(NULL, 0, 5);
+		cdp_pool_counters(h.pool, &c);
+	} while (c.open < 1 && mono_ms() < until);
+	assert_int_equal(c.open, 1);
+	cdp_scan_buf(h.pool, "x", 1, 50, NULL, &res);
+	assert_int_equal(res.verdict, CDP_ERROR);
+	assert_int_equal(res.cat, CDP_ERR_TIMEOUT);
+	assert_int_equal(res.err, EBUSY);
+	cdp_cancel_trigger(h.cancel);
+	pthread_join(t, NULL);
+	assert_int_equal(h.res.cat, CDP_ERR_CANCELLED);
+	cdp_cancel_free(h.cancel);
+	cdp_pool_free(h.pool);
+	silent_close(&peer);
+}
+
+/*
+ * A connect that the call's own deadline cut short (the time went on a
+ * wait for a slot, or the attempt had half the deadline) is a timeout,
+ * which only makes a fleet's backend suspect; one that ran out of
+ * connect_timeout_ms is a connect failure.  A TCP listener with a full
+ * accept queue never completes another handshake.
+ */
+static void test_connect_cut_by_deadline(void **state)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sin);
+	struct cdp_config cfg;
+	struct cdp_result res;
+	struct cdp_pool *pool;
+	char addr[64];
+	int l, c;
+
+	(void)state;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(l >= 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(l, 0), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &len), 0);
+	/* fills the accept queue */
+	c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	snprintf(addr, sizeof(addr), "tcp://127.0.0.1:%u",
+		 (unsigned)ntohs(sin.sin_port));
+	cdp_config_init(&cfg);
+	cfg.addr = addr;
+	cfg.connect_timeout_ms = 5000;
+	assert_int_equal(cdp_pool_new(&cfg, &pool), 0);
+	cdp_scan_buf(pool, "x", 1, 100, NULL, &res);
+	assert_int_equal(res.cat, CDP_ERR_TIMEOUT);
+	assert_int_equal(res.err, ETIMEDOUT);
+	cdp_pool_free(pool);
+	cfg.connect_timeout_ms = 100;
+	assert_int_equal(cdp_pool_new(&cfg, &pool), 0);
+	cdp_scan_buf(pool, "x", 1, 5000, NULL, &res);
+	assert_int_equal(res.cat, CDP_ERR_CONNECT);
+	assert_int_equal(res.err, ETIMEDOUT);
+	cdp_pool_free(pool);
+	close(c);
+	close(l);
+}
+
+/*
+ * cdp_fleet_free() runs in whatever thread drops the last reference (a
+ * reload, the unmount): it must not wait out a PING of a clamd that
+ * accepted and never answers.
+ */
+static void test_free_cancels_a_ping(void **state)
+{
+	struct cdp_backend_config bc[2] = {{0}};
+	struct cdp_fleet_config cfg;
+	struct silent peer[2];
+	struct cdp_fleet *fleet;
+	struct pollfd pfd;
+	int64_t t;
+	size_t bad;
+
+	(void)state;
+	silent_open(&peer[0]);
+	silent_open(&peer[1]);
+	bc[0].addr = peer[0].path;
+	bc[1].addr = peer[1].path;
+	cdp_fleet_config_init(&cfg);
+	cfg.probe_interval_ms = 10; /* the first PING at once */
+	cfg.probe_timeout_ms = 2000;
+	assert_int_equal(cdp_fleet_new(&cfg, bc, 2, &fleet, &bad), 0);
+	assert_int_equal(cdp_fleet_start(fleet), 0);
+	/* the prober's connection waits in the backlog: it is PINGing */
+	pfd = (struct pollfd){.fd = peer[0].fd, .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 2000), 1);
+	poll(NULL, 0, 50); /* PING sent, its reply awaited */
+	t = mono_ms();
+	cdp_fleet_free(fleet);
+	t = mono_ms() - t;
+	if (t >= 300)
+		fail_msg("cdp_fleet_free took %lld ms, the PING's deadline is "
+			 "2000 ms",
+			 (long long)t);
+	silent_close(&peer[0]);
+	silent_close(&peer[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +602,13 @@ int main(void)
 		cmocka_unit_test(test_ejection_and_readmission),
 		cmocka_unit_test(test_backoff_doubles_to_cap),
 		cmocka_unit_test(test_all_ejected),
+		cmocka_unit_test(test_timeout_is_suspect_until_ping),
+		cmocka_unit_test(test_pool_wait_is_not_the_backend),
+		cmocka_unit_test(test_inflight_outcomes_after_ejection),
+		cmocka_unit_test(test_probe_begun_before_ejection),
+		cmocka_unit_test(test_pool_wait_says_so),
+		cmocka_unit_test(test_connect_cut_by_deadline),
+		cmocka_unit_test(test_free_cancels_a_ping),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
