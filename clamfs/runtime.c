@@ -119,6 +119,11 @@ void fs_unpin(struct generation *g)
 	}
 }
 
+struct cdp_fleet *fs_fleet(struct generation *pin)
+{
+	return pin ? pin->fleet : NULL;
+}
+
 /* The scan queue reports each scan's duration for the histogram. */
 static void observe_scan(void *stats, uint64_t usec)
 {

@@ -5,13 +5,19 @@
 # answers is ejected within one deadline and no open waits longer than
 # scan_timeout; with every backend down opens fail closed (EIO) as with one
 # clamd, and they work again, without a remount, once one is back.
+# `clamfs --stats` and its Prometheus form give each backend's address,
+# state and counters: the scan attempts of the backends add up to the
+# scans plus their retries, each clamd did the scans its backend counts,
+# and a killed backend shows as ejected (clamfs_backend_up 0).
 import os
 import socket
 import threading
 import time
 
 from clamfstest.env import SLOW
-from scanutil import mount_scan, put, try_read, wait_for
+from promutil import (parse_exposition, promtool, promtool_check,
+                      run_stats)
+from scanutil import mount_scan, put, stats, try_read, wait_for
 
 
 def _read_all(mnt, names, threads=8):
@@ -129,3 +135,64 @@ def test_all_down_fails_closed_then_recovers(mount_clamfs, clamd_factory):
     # without a remount: the next opens find the one that is back
     assert wait_for(lambda: try_read(m.m("b"))[0] == "ok", 10 * SLOW)
     assert try_read(m.m("c"))[0] == "ok"
+
+
+def _backend_scans(st):
+    return [st[f"backend_{i}_scans"] for i in range(st["backends"])]
+
+
+def test_per_backend_stats_and_prometheus(mount_clamfs, clamd_factory):
+    cs = [clamd_factory() for _ in range(2)]
+    m = mount_scan(mount_clamfs, cs[0].tcp_addr, *_fleet_opts(cs),
+                   "scan_threads=4", "scan_timeout=10")
+    names = [f"p{i:03d}" for i in range(60)]
+    later = [f"q{i:03d}" for i in range(40)]
+    for n in names + later:
+        put(m.b(n), b"file %s\n" % n.encode())
+    before = [c.scan_count() for c in cs]
+    assert _read_all(m.mnt, names, threads=4) == []
+    st = stats(m.mnt)
+    assert st["backends"] == 2
+    for i, c in enumerate(cs):
+        assert st[f"backend_{i}_addr"] == c.tcp_addr
+        assert st[f"backend_{i}_state"] == "healthy"
+        assert st[f"backend_{i}_healthy"] == 1
+        assert st[f"backend_{i}_errors"] == 0
+        assert st[f"backend_{i}_inflight"] == 0
+        # both took a share, and each clamd did what its backend counts
+        assert st[f"backend_{i}_scans"] > 0, st
+        assert c.wait_scan_count(before[i] + st[f"backend_{i}_scans"]) \
+            == before[i] + st[f"backend_{i}_scans"]
+        assert st[f"backend_{i}_latency_max_ms"] >= \
+            st[f"backend_{i}_latency_avg_ms"]
+    assert sum(_backend_scans(st)) == st["scans"] + st["scan_retries"]
+    assert st["scans"] == len(names)
+
+    cs[1].kill()
+    # scans on it fail and eject it (or the prober's PING does)
+    assert _read_all(m.mnt, later, threads=4) == []
+    assert wait_for(lambda: stats(m.mnt)["backend_1_state"] == "ejected",
+                    10 * SLOW)
+    st = stats(m.mnt)
+    assert st["backend_0_state"] == "healthy"
+    assert st["backend_1_healthy"] == 0 and st["backend_1_ejections"] >= 1
+    assert sum(_backend_scans(st)) == st["scans"] + st["scan_retries"]
+    assert st["scans"] == len(names) + len(later)
+    # every failed attempt on the dead one was retried on the other
+    assert st["backend_1_errors"] == st["scan_retries"]
+
+    r = run_stats("--prometheus", m.mnt)
+    assert r.returncode == 0 and r.stderr == "", r
+    promtool_check(promtool(), r.stdout)
+    fams = parse_exposition(r.stdout)
+    up = fams["clamfs_backend_up"]
+    assert up.value(backend=cs[0].tcp_addr) == 1
+    assert up.value(backend=cs[1].tcp_addr) == 0
+    scans = fams["clamfs_backend_scans_total"]
+    assert [scans.value(backend=c.tcp_addr) for c in cs] == \
+        _backend_scans(st)
+    assert fams["clamfs_backend_ejections_total"].value(
+        backend=cs[1].tcp_addr) >= 1
+    assert fams["clamfs_backends"].value() == 2
+    assert fams["clamfs_backend_mean_scan_seconds"].value(
+        backend=cs[0].tcp_addr) == st["backend_0_latency_avg_ms"] / 1000
