@@ -447,13 +447,13 @@ static void *signal_main(void *arg)
 }
 
 /* The database watch's view of the configuration in force. */
-static struct cdp_pool *watch_pin_pool(void *arg, void **pin)
+static struct cdp_fleet *watch_pin_fleet(void *arg, void **pin)
 {
 	struct runtime *rt = arg;
 	struct generation *g = fs_pin(rt->fs);
 
 	*pin = g;
-	return cdp_fleet_pool(g->fleet, 0);
+	return g->fleet;
 }
 
 static void watch_unpin(void *arg, void *pin)
@@ -491,7 +491,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 {
 	struct dbwatch_source src = {
 		.arg = rt,
-		.pin_pool = watch_pin_pool,
+		.pin_fleet = watch_pin_fleet,
 		.unpin = watch_unpin,
 		.drop_verdicts = watch_drop_verdicts,
 	};

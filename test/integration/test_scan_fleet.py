@@ -8,7 +8,9 @@
 # `clamfs --stats` and its Prometheus form give each backend's address,
 # state and counters: the scan attempts of the backends add up to the
 # scans plus their retries, each clamd did the scans its backend counts,
-# and a killed backend shows as ejected (clamfs_backend_up 0).
+# and a killed backend shows as ejected (clamfs_backend_up 0). The
+# database watch asks every backend: with backend 0 dead, a database
+# update on another one still drops the verdict cache.
 import os
 import socket
 import threading
@@ -17,6 +19,7 @@ import time
 from clamfstest.env import SLOW
 from promutil import (parse_exposition, promtool, promtool_check,
                       run_stats)
+from fakeclamd import FakeClamd
 from scanutil import mount_scan, put, stats, try_read, wait_for
 
 
@@ -196,3 +199,41 @@ def test_per_backend_stats_and_prometheus(mount_clamfs, clamd_factory):
     assert fams["clamfs_backends"].value() == 2
     assert fams["clamfs_backend_mean_scan_seconds"].value(
         backend=cs[0].tcp_addr) == st["backend_0_latency_avg_ms"] / 1000
+
+
+def test_db_update_behind_a_dead_first_backend(mount_clamfs, tmp_path):
+    """Custom signatures give no database version, so a fake clamd says
+    one; the first backend's socket has no clamd at all."""
+    db = {"version": 27000}
+
+    def fake(ctx):
+        if ctx.command.endswith(b"PING"):
+            return ("reply", "PONG")
+        if ctx.command.endswith(b"VERSION"):
+            return ("reply", "ClamAV 1.4.6/%d/Mon Jan  1 00:00:00 2024"
+                    % db["version"])
+        what = "stream" if ctx.command.endswith(b"INSTREAM") else "fd[1]"
+        return ("reply", f"{what}: OK")
+
+    dead = str(tmp_path / "none.sock")
+    with FakeClamd(fake) as fk:
+        m = mount_scan(mount_clamfs, dead, "clamd=" + fk.socket,
+                       "version_check=1", "cache_ttl=3600")
+        put(m.b("f"), b"some data\n")
+        assert try_read(m.m("f"))[0] == "ok"
+        assert wait_for(lambda: stats(m.mnt)["clamd_db_version"] == 27000,
+                        5 * SLOW)
+        s0 = stats(m.mnt)
+        assert try_read(m.m("f"))[0] == "ok"
+        s1 = stats(m.mnt)
+        assert s1["opens_cache_hit"] == s0["opens_cache_hit"] + 1
+        db["version"] = 27001
+        assert wait_for(lambda: stats(m.mnt)["cache_clears"] >
+                        s1["cache_clears"], 5 * SLOW), m.stderr_text()
+        assert stats(m.mnt)["clamd_db_version"] == 27001
+        assert "verdict cache dropped" in m.stderr_text()
+        # scanned again, not served from the cache
+        assert try_read(m.m("f"))[0] == "ok"
+        s2 = stats(m.mnt)
+        assert s2["scans"] == s1["scans"] + 1
+        assert s2["opens_cache_hit"] == s1["opens_cache_hit"]
