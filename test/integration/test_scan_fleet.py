@@ -10,12 +10,17 @@
 # scans plus their retries, each clamd did the scans its backend counts,
 # and a killed backend shows as ejected (clamfs_backend_up 0). The
 # database watch asks every backend: with backend 0 dead, a database
-# update on another one still drops the verdict cache.
+# update on another one still drops the verdict cache. The clamd list:
+# several clamd= lines in the INI make a fleet, -o clamd= replaces the
+# file's whole list (across a SIGHUP too), and a SIGHUP that adds a
+# backend sends scans to it, one that removes a backend sends it none.
 import os
+import signal
 import socket
 import threading
 import time
 
+from adminutil import admin, ini, wait_log  # noqa: F401 (a fixture)
 from clamfstest.env import SLOW
 from promutil import (parse_exposition, promtool, promtool_check,
                       run_stats)
@@ -237,3 +242,104 @@ def test_db_update_behind_a_dead_first_backend(mount_clamfs, tmp_path):
         s2 = stats(m.mnt)
         assert s2["scans"] == s1["scans"] + 1
         assert s2["opens_cache_hit"] == s1["opens_cache_hit"]
+
+
+# --- the clamd list from the INI file, -o and SIGHUP ------------------------
+
+def _fleet_ini(cfg, b, mnt, clamds):
+    ini(cfg, [("fuse", [("backend", b), ("mountpoint", mnt),
+                        ("options", "allow_other")]),
+              ("clamd", [("clamd", c.tcp_addr) for c in clamds]),
+              ("scan", [("scan_threads", "4")]),
+              ("cache", [("racy_window", "0")])])
+
+
+def _addrs(st):
+    return [st[f"backend_{i}_addr"] for i in range(st["backends"])]
+
+
+def _fresh_files(b, prefix, n):
+    names = [f"{prefix}{i:03d}" for i in range(n)]
+    for name in names:
+        put(os.path.join(b, name), b"file %s\n" % name.encode())
+    return names
+
+
+def test_sighup_adds_and_removes_a_backend(admin, clamd_factory):
+    """One clamd in the INI, then two (SIGHUP): scans reach the second;
+    then only the second (SIGHUP): the first gets no scan any more."""
+    cs = [clamd_factory() for _ in range(2)]
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    _fleet_ini(cfg, b, mnt, cs[:1])
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    names = _fresh_files(b, "a", 20)
+    assert _read_all(mnt, names, threads=4) == []
+    assert _addrs(stats(mnt)) == [cs[0].tcp_addr]
+    assert cs[0].wait_scan_count(20) == 20 and cs[1].scan_count() == 0
+
+    _fleet_ini(cfg, b, mnt, cs)
+    os.kill(m.pid, signal.SIGHUP)
+    assert len(wait_log(m, "SIGHUP: configuration reloaded")) == 1, \
+        m.stderr_text()
+    st = stats(mnt)
+    assert _addrs(st) == [c.tcp_addr for c in cs]
+    assert all(st[f"backend_{i}_scans"] == 0 for i in range(2))
+    at = [c.scan_count() for c in cs]
+    names = _fresh_files(b, "b", 40)
+    assert _read_all(mnt, names, threads=4) == []
+    st = stats(mnt)
+    per = [st[f"backend_{i}_scans"] for i in range(2)]
+    assert sum(per) == 40 and min(per) > 0, per
+    for c, a, p in zip(cs, at, per):
+        assert c.wait_scan_count(a + p) == a + p
+
+    _fleet_ini(cfg, b, mnt, cs[1:])
+    os.kill(m.pid, signal.SIGHUP)
+    assert len(wait_log(m, "SIGHUP: configuration reloaded", count=2)) \
+        == 2, m.stderr_text()
+    assert _addrs(stats(mnt)) == [cs[1].tcp_addr]
+    at = [c.scan_count() for c in cs]
+    names = _fresh_files(b, "c", 20)
+    assert _read_all(mnt, names, threads=4) == []
+    assert cs[1].wait_scan_count(at[1] + 20) == at[1] + 20
+    assert cs[0].scan_count() == at[0]
+    # the removed one is not needed at all
+    cs[0].kill()
+    names = _fresh_files(b, "d", 5)
+    assert _read_all(mnt, names, threads=4) == []
+    assert "ejected" not in m.stderr_text()
+
+
+def test_o_clamd_replaces_the_files_list(admin, clamd_factory):
+    """Several clamd= lines in the INI make a fleet; -o clamd= (one or
+    more) replaces that whole list, also across a SIGHUP that rewrites
+    the file's list."""
+    cs = [clamd_factory() for _ in range(4)]
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    _fleet_ini(cfg, b, mnt, cs[:2])
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    assert _addrs(stats(mnt)) == [cs[0].tcp_addr, cs[1].tcp_addr]
+
+    base2, b2, mnt2 = admin.dirs_bm()
+    cfg2 = os.path.join(base2, "share.ini")
+    _fleet_ini(cfg2, b2, mnt2, cs[:2])
+    m = admin.start(["-f", "-o", f"config={cfg2}",
+                     "-o", "clamd=" + cs[2].tcp_addr,
+                     "-o", "clamd=" + cs[3].tcp_addr], mnt2, b2)
+    assert _addrs(stats(mnt2)) == [cs[2].tcp_addr, cs[3].tcp_addr]
+    at = [c.scan_count() for c in cs]
+    names = _fresh_files(b2, "a", 30)
+    assert _read_all(mnt2, names, threads=4) == []
+    assert wait_for(lambda: sum(c.scan_count() for c in cs[2:]) ==
+                    sum(at[2:]) + 30, 10 * SLOW)
+    assert [c.scan_count() for c in cs[:2]] == at[:2]
+
+    _fleet_ini(cfg2, b2, mnt2, cs[1:2])
+    os.kill(m.pid, signal.SIGHUP)
+    assert wait_log(m, "SIGHUP: configuration"), m.stderr_text()
+    assert _addrs(stats(mnt2)) == [cs[2].tcp_addr, cs[3].tcp_addr]
+    names = _fresh_files(b2, "b", 10)
+    assert _read_all(mnt2, names, threads=4) == []
+    assert [c.scan_count() for c in cs[:2]] == at[:2]
