@@ -131,15 +131,29 @@ static void reply_text(fuse_req_t req, size_t size, const char *text, size_t n)
 static void reply_stats(fuse_req_t req, size_t size)
 {
 	struct clamfs_fs *fs = req_fs(req);
+	struct cdp_backend_stats *backends = NULL;
 	struct stats_sample x = {0};
+	struct cdp_fleet *fleet;
 	struct generation *pin;
 	struct timespec now;
 	char clamd[512], *buf = NULL;
 	size_t cap, n;
 
+	/* held to the end: the backends' addresses belong to their fleet */
 	pin = fs_pin(fs);
 	vcache_counters(fs_vcache(fs), &x.vc);
-	fs_unpin(pin);
+	fleet = fs_fleet(pin);
+	if (fleet) {
+		x.nbackends = cdp_fleet_size(fleet);
+		backends = calloc(x.nbackends, sizeof(*backends));
+		if (!backends) {
+			fuse_reply_err(req, ENOMEM);
+			goto out;
+		}
+		for (size_t i = 0; i < x.nbackends; i++)
+			cdp_fleet_backend_stats(fleet, i, &backends[i]);
+		x.backends = backends;
+	}
 	scanq_counters(fs->scanq, &x.qc);
 	dbwatch_describe(fs->dbwatch, clamd, sizeof(clamd));
 	x.clamd = clamd;
@@ -150,7 +164,7 @@ static void reply_stats(fuse_req_t req, size_t size)
 	buf = malloc(cap);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
-		return;
+		goto out;
 	}
 	/* x is a snapshot: only the atomic counters grow, by digits */
 	n = stats_render(&fs->stats, &x, buf, cap);
@@ -161,6 +175,8 @@ static void reply_stats(fuse_req_t req, size_t size)
 	reply_text(req, size, buf, size == 0 ? cap : n);
 out:
 	free(buf);
+	free(backends);
+	fs_unpin(pin);
 }
 
 void control_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)

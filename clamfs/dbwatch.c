@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The VERSION polling thread.
+ * The VERSION polling thread, over every backend of the fleet in force.
  */
 #include "dbwatch.h"
 
@@ -14,18 +14,33 @@
 
 #include "log.h"
 
+/* What one backend answered last. */
+struct seen {
+	bool known;
+	struct cdp_version ver;
+};
+
 struct dbwatch {
 	struct dbwatch_source src;
 	struct stats *stats;
 	unsigned int interval;
+	bool threaded;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stop;
-	bool known;
+	bool known; /* newest is set */
 	bool up;
 	bool checked; /* up is known: a change of it is logged once */
-	struct cdp_version last;
+	struct cdp_version newest; /* of what any backend answered */
+	/*
+	 * Per backend of the fleet last asked, by index; only the checking
+	 * thread reads them. The fleet is compared, never dereferenced: a
+	 * reload may have freed it.
+	 */
+	const struct cdp_fleet *fleet;
+	size_t n;
+	struct seen *seen;
 };
 
 static bool version_differs(const struct cdp_version *a,
@@ -34,6 +49,15 @@ static bool version_differs(const struct cdp_version *a,
 	return a->db_version != b->db_version ||
 	       strcmp(a->db_date, b->db_date) != 0 ||
 	       strcmp(a->engine, b->engine) != 0;
+}
+
+/* Whether database a is newer than b (by version, then by date). */
+static bool version_newer(const struct cdp_version *a,
+			  const struct cdp_version *b)
+{
+	if (a->db_version != b->db_version)
+		return a->db_version > b->db_version;
+	return a->db_time > b->db_time;
 }
 
 /*
@@ -59,36 +83,131 @@ static void report_change(struct dbwatch *w, bool up,
 			 ver->engine, ver->db_version);
 }
 
-static void check_once(struct dbwatch *w)
+/*
+ * Another fleet (a reload) or another size: its backends are new, and
+ * what the old ones answered says nothing about them. 0 or -ENOMEM.
+ */
+static int remember_fleet(struct dbwatch *w, const struct cdp_fleet *fleet,
+			  size_t n)
+{
+	struct seen *seen;
+
+	if (fleet == w->fleet && n == w->n)
+		return 0;
+	seen = calloc(n, sizeof(*seen));
+	if (!seen)
+		return -ENOMEM;
+	free(w->seen);
+	w->seen = seen;
+	w->fleet = fleet;
+	w->n = n;
+	return 0;
+}
+
+/*
+ * Whether backend i's answer makes the cached verdicts stale: its own
+ * database changed (each backend's, not only the newest: during a
+ * rollout a backend still on the old database caches verdicts after the
+ * first one updated, and those must go when it updates too), or it is
+ * seen for the first time with a database newer than any seen before.
+ */
+static bool stale_after(struct dbwatch *w, size_t i,
+			const struct cdp_version *ver, const char *addr,
+			char *why, size_t len)
+{
+	const struct seen *s = &w->seen[i];
+
+	if (s->known && version_differs(&s->ver, ver)) {
+		snprintf(why, len, "clamd %s: %s/%lu -> %s/%lu", addr,
+			 s->ver.engine, s->ver.db_version, ver->engine,
+			 ver->db_version);
+		return true;
+	}
+	if (!s->known && w->known && version_newer(ver, &w->newest)) {
+		snprintf(why, len, "clamd %s: %s/%lu, newer than %s/%lu", addr,
+			 ver->engine, ver->db_version, w->newest.engine,
+			 w->newest.db_version);
+		return true;
+	}
+	return false;
+}
+
+/* Ejected backends are left to the prober, unless none is healthy. */
+static bool ask_backend(struct cdp_fleet *fleet, size_t i, bool ask_all)
+{
+	struct cdp_backend_stats st;
+
+	return ask_all ||
+	       (cdp_fleet_backend_stats(fleet, i, &st) == 0 && st.healthy);
+}
+
+static bool any_healthy(struct cdp_fleet *fleet, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ask_backend(fleet, i, false))
+			return true;
+	return false;
+}
+
+void dbwatch_check(struct dbwatch *w)
 {
 	struct cdp_result res = {0};
-	struct cdp_version ver;
-	struct cdp_pool *pool;
+	struct cdp_version answered = {0}, newest = {0};
+	struct cdp_fleet *fleet;
+	bool up = false, drop = false, known = false, ask_all;
+	char why[512] = "";
 	void *pin;
-	bool up;
+	size_t n;
 
-	pool = w->src.pin_pool(w->src.arg, &pin);
-	up = cdp_version(pool, &ver, &res) == 0;
+	fleet = w->src.pin_fleet(w->src.arg, &pin);
+	n = cdp_fleet_size(fleet);
+	if (remember_fleet(w, fleet, n) != 0) {
+		w->src.unpin(w->src.arg, pin);
+		log_warn("database watch: no memory, check skipped");
+		return;
+	}
+	ask_all = !any_healthy(fleet, n);
+	for (size_t i = 0; i < n; i++) {
+		struct cdp_result r = {0};
+		struct cdp_version ver;
+
+		if (!ask_backend(fleet, i, ask_all))
+			continue;
+		if (cdp_version(cdp_fleet_pool(fleet, i), &ver, &r) != 0) {
+			res = r; /* the last failure, for the log */
+			continue;
+		}
+		if (!up || version_newer(&ver, &answered))
+			answered = ver;
+		up = true;
+		if (!drop)
+			drop = stale_after(w, i, &ver, cdp_fleet_addr(fleet, i),
+					   why, sizeof(why));
+		w->seen[i] = (struct seen){.known = true, .ver = ver};
+	}
 	w->src.unpin(w->src.arg, pin);
-	report_change(w, up, &ver, &res);
+	report_change(w, up, &answered, &res);
+	/* a backend not asked this time keeps what it answered last */
+	for (size_t i = 0; i < n; i++)
+		if (w->seen[i].known &&
+		    (!known || version_newer(&w->seen[i].ver, &newest))) {
+			newest = w->seen[i].ver;
+			known = true;
+		}
 	pthread_mutex_lock(&w->lock);
 	w->up = up;
 	w->checked = true;
+	if (known) {
+		w->newest = newest;
+		w->known = true;
+	}
 	pthread_mutex_unlock(&w->lock);
-	if (!up)
-		return; /* the scans report it, with their reason */
-	if (w->known && version_differs(&w->last, &ver)) {
+	if (drop) {
 		w->src.drop_verdicts(w->src.arg);
 		stats_inc(w->stats, STAT_CACHE_CLEARS);
-		log_info("clamd database changed (%s/%lu -> %s/%lu): verdict "
-			 "cache dropped",
-			 w->last.engine, w->last.db_version, ver.engine,
-			 ver.db_version);
+		log_info("clamd database changed (%s): verdict cache dropped",
+			 why);
 	}
-	pthread_mutex_lock(&w->lock);
-	w->last = ver;
-	w->known = true;
-	pthread_mutex_unlock(&w->lock);
 }
 
 void dbwatch_describe(struct dbwatch *w, char *buf, size_t len)
@@ -101,9 +220,9 @@ void dbwatch_describe(struct dbwatch *w, char *buf, size_t len)
 	snprintf(buf, len,
 		 "clamd_up=%d\nclamd_engine=%s\nclamd_db_version=%lu\n"
 		 "clamd_db_date=%s\n",
-		 w->up ? 1 : 0, w->known ? w->last.engine : "unknown",
-		 w->known ? w->last.db_version : 0UL,
-		 w->known && w->last.db_date[0] ? w->last.db_date : "none");
+		 w->up ? 1 : 0, w->known ? w->newest.engine : "unknown",
+		 w->known ? w->newest.db_version : 0UL,
+		 w->known && w->newest.db_date[0] ? w->newest.db_date : "none");
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -127,7 +246,7 @@ static void *watch_main(void *arg)
 	pthread_mutex_lock(&w->lock);
 	while (!w->stop) {
 		pthread_mutex_unlock(&w->lock);
-		check_once(w);
+		dbwatch_check(w);
 		pthread_mutex_lock(&w->lock);
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += w->interval;
@@ -139,32 +258,46 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
+int dbwatch_new(const struct dbwatch_source *src, struct stats *stats,
+		struct dbwatch **out)
+{
+	pthread_condattr_t ca;
+	struct dbwatch *w;
+
+	*out = NULL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->src = *src;
+	w->stats = stats;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = w;
+	return 0;
+}
+
 int dbwatch_start(const struct dbwatch_source *src, struct stats *stats,
 		  unsigned int interval_sec, struct dbwatch **out)
 {
-	pthread_condattr_t ca;
 	struct dbwatch *w;
 	int ret;
 
 	*out = NULL;
 	if (interval_sec == 0)
 		return 0;
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->src = *src;
-	w->stats = stats;
+	ret = dbwatch_new(src, stats, &w);
+	if (ret)
+		return ret;
 	w->interval = interval_sec;
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->wake, &ca);
-	pthread_condattr_destroy(&ca);
 	ret = -pthread_create(&w->thread, NULL, watch_main, w);
 	if (ret) {
-		free(w);
+		dbwatch_stop(w);
 		return ret;
 	}
+	w->threaded = true;
 	*out = w;
 	return 0;
 }
@@ -173,12 +306,15 @@ void dbwatch_stop(struct dbwatch *w)
 {
 	if (!w)
 		return;
-	pthread_mutex_lock(&w->lock);
-	w->stop = true;
-	pthread_cond_signal(&w->wake);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
+	if (w->threaded) {
+		pthread_mutex_lock(&w->lock);
+		w->stop = true;
+		pthread_cond_signal(&w->wake);
+		pthread_mutex_unlock(&w->lock);
+		pthread_join(w->thread, NULL);
+	}
 	pthread_cond_destroy(&w->wake);
 	pthread_mutex_destroy(&w->lock);
+	free(w->seen);
 	free(w);
 }

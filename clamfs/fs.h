@@ -60,6 +60,8 @@ struct generation;
 struct generation *fs_pin(struct clamfs_fs *fs);
 /* Drops a pin; may free retired configurations. NULL is a no-op. */
 void fs_unpin(struct generation *pin);
+/* The clamd backends of the pinned configuration; valid under the pin. */
+struct cdp_fleet *fs_fleet(struct generation *pin);
 
 /*
  * Settings a SIGHUP may replace while requests run: the current ones.

@@ -31,6 +31,13 @@
 		.key = k, .family = f, .type = PROM_INFO, .help = h,           \
 		.label = l                                                     \
 	}
+/* one series per backend, labelled with its address */
+#define PER_BACKEND(k, f, t, h, d)                                             \
+	{                                                                      \
+		.key = k, .family = f, .type = t, .help = h,                   \
+		.label = "backend", .label_key = "backend_*_addr",             \
+		.decimals = d                                                  \
+	}
 #define HUMAN(k)                                                               \
 	{                                                                      \
 		.key = k, .type = PROM_NONE                                    \
@@ -167,6 +174,46 @@ static const struct prom_row table[] = {
 	INFO("clamd_db_date", "clamfs_clamd_info", H_CLAMD, "db_date"),
 	GAUGE("clamd_db_version", "clamfs_clamd_db_version",
 	      "Version of clamd's signature database (0: unknown)."),
+	/* stats.c from cdp_fleet_backend_stats: the clamd backends */
+	GAUGE("backends", "clamfs_backends",
+	      "clamd backends in the configuration in force."),
+	HUMAN("backend_*_addr"),  /* the label of the rows below */
+	HUMAN("backend_*_state"), /* backend_*_healthy for Prometheus */
+	PER_BACKEND("backend_*_healthy", "clamfs_backend_up", PROM_GAUGE,
+		    "Whether the backend takes scans (1) or is ejected (0).",
+		    0),
+	PER_BACKEND("backend_*_weight", "clamfs_backend_weight", PROM_GAUGE,
+		    "The backend's weight: its share of the scans in flight.",
+		    0),
+	PER_BACKEND("backend_*_conns", "clamfs_backend_connections_max",
+		    PROM_GAUGE, "The backend's cap on connections.", 0),
+	PER_BACKEND("backend_*_inflight", "clamfs_backend_scans_in_flight",
+		    PROM_GAUGE, "Scan attempts running on the backend now.", 0),
+	PER_BACKEND("backend_*_scans", "clamfs_backend_scans_total",
+		    PROM_COUNTER,
+		    "Scan attempts the backend ended, retries included.", 0),
+	PER_BACKEND("backend_*_errors", "clamfs_backend_scan_errors_total",
+		    PROM_COUNTER,
+		    "Scan attempts on the backend that ended in an error "
+		    "(cancelled ones not counted).",
+		    0),
+	PER_BACKEND("backend_*_ejections", "clamfs_backend_ejections_total",
+		    PROM_COUNTER,
+		    "Times the backend was ejected from the fleet.", 0),
+	/* in ms: 3 decimals make seconds */
+	PER_BACKEND(
+		"backend_*_latency_last_ms", "clamfs_backend_last_scan_seconds",
+		PROM_GAUGE,
+		"Duration of the backend's last scan attempt not cancelled.",
+		3),
+	PER_BACKEND("backend_*_latency_avg_ms",
+		    "clamfs_backend_mean_scan_seconds", PROM_GAUGE,
+		    "Mean duration of the backend's scan attempts not "
+		    "cancelled.",
+		    3),
+	PER_BACKEND("backend_*_latency_max_ms",
+		    "clamfs_backend_max_scan_seconds", PROM_GAUGE,
+		    "Longest of the backend's scan attempts.", 3),
 };
 
 #define NROWS (sizeof(table) / sizeof(table[0]))
@@ -177,23 +224,32 @@ const struct prom_row *prom_table(size_t *nrows)
 	return table;
 }
 
-/* Whether key matches row r; *rest is what a prefix row left over. */
+/* Whether key matches row r; *rest is what the row's '*' matched. */
 static bool matches(const struct prom_row *r, const char *key, size_t len,
 		    const char **rest, size_t *restlen)
 {
-	size_t n = strlen(r->key);
+	const char *star = strchr(r->key, '*');
+	size_t n = strlen(r->key), pre, post;
 
-	if (n && r->key[n - 1] == '*') {
-		n--;
-		if (len <= n || memcmp(key, r->key, n) != 0)
-			return false;
-		*rest = key + n;
-		*restlen = len - n;
-		return true;
-	}
 	*rest = NULL;
 	*restlen = 0;
-	return len == n && memcmp(key, r->key, n) == 0;
+	if (!star)
+		return len == n && memcmp(key, r->key, n) == 0;
+	pre = (size_t)(star - r->key);
+	post = n - pre - 1;
+	if (len <= pre + post || memcmp(key, r->key, pre) != 0 ||
+	    memcmp(key + len - post, star + 1, post) != 0)
+		return false;
+	/*
+	 * Inside a key only a number: else "backend_*_errors" would take
+	 * a "backend_0_scan_errors" too.
+	 */
+	for (size_t i = pre; post && i < len - post; i++)
+		if (key[i] < '0' || key[i] > '9')
+			return false;
+	*rest = key + pre;
+	*restlen = len - pre - post;
+	return true;
 }
 
 const struct prom_row *prom_find(const char *key, size_t len)
@@ -259,6 +315,51 @@ static void put_label(FILE *out, const char *s, size_t len)
 			fputc('\\', out);
 		fputc(s[i], out);
 	}
+}
+
+/*
+ * A stats value escaped as stats.c escapes an address (backslash and
+ * newline, as in C) as a label value: those two escapes are the same in
+ * a label, any other backslash is taken as itself.
+ */
+static void put_label_unescaped(FILE *out, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '\\' && i + 1 < len &&
+		    (s[i + 1] == '\\' || s[i + 1] == 'n')) {
+			fputc('\\', out);
+			fputc(s[++i], out);
+			continue;
+		}
+		put_label(out, &s[i], 1);
+	}
+}
+
+/*
+ * The value of the mount's stats key r->label_key with its '*' replaced
+ * by the rest matched (rlen bytes at rest): false when it has none.
+ */
+static bool label_from_key(const struct prom_row *r, const char *stats,
+			   const char *rest, size_t rlen, struct line *found)
+{
+	const char *star = strchr(r->label_key, '*');
+	const char *pos = stats;
+	char key[128];
+	struct line l;
+	int n;
+
+	if (!star)
+		return false;
+	n = snprintf(key, sizeof(key), "%.*s%.*s%s", (int)(star - r->label_key),
+		     r->label_key, (int)rlen, rest, star + 1);
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return false;
+	while (next_line(&pos, &l))
+		if (l.klen == (size_t)n && memcmp(l.key, key, l.klen) == 0) {
+			*found = l;
+			return true;
+		}
+	return false;
 }
 
 /* HELP text escapes only backslash and newline. */
@@ -345,11 +446,15 @@ static size_t family_series(const struct prom_row *rows, size_t nrows,
 		const char *pos = m->stats, *rest;
 		struct line l;
 		size_t restlen;
+		struct line lv = {0};
 		uint64_t v;
 
 		while (next_line(&pos, &l)) {
 			if (!matches(r, l.key, l.klen, &rest, &restlen) ||
 			    !parse_u64(l.val, l.vlen, &v))
+				continue;
+			if (r->label_key &&
+			    !label_from_key(r, m->stats, rest, restlen, &lv))
 				continue;
 			count++;
 			if (!out)
@@ -357,7 +462,10 @@ static size_t family_series(const struct prom_row *rows, size_t nrows,
 			series_start(out, r, m->mountpoint);
 			if (r->label) {
 				fprintf(out, ",%s=\"", r->label);
-				if (r->value)
+				if (r->label_key)
+					put_label_unescaped(out, lv.val,
+							    lv.vlen);
+				else if (r->value)
 					put_label(out, r->value,
 						  strlen(r->value));
 				else

@@ -24,14 +24,25 @@ enum prom_type {
  * and help; the family's series for a mount come out in row order.
  */
 struct prom_row {
-	const char *key;    /* the stats key; ending in '*', a prefix */
+	/*
+	 * The stats key. A '*' at its end: a prefix, the rest is the
+	 * label's value; a '*' inside: a number there (a backend's index),
+	 * the rest of the key after it fixed.
+	 */
+	const char *key;
 	const char *family; /* metric family name, NULL for PROM_NONE */
 	enum prom_type type;
 	const char *help;
-	const char *suffix;    /* of the sample name ("_bucket"...), or NULL */
-	const char *label;     /* the label this key sets, or NULL */
-	const char *value;     /* the label's value; NULL: the rest of a prefix
-				* key, or (PROM_INFO) the stats value */
+	const char *suffix; /* of the sample name ("_bucket"...), or NULL */
+	const char *label;  /* the label this key sets, or NULL */
+	const char *value;  /* the label's value; NULL: the rest of a prefix
+			     * key, or (PROM_INFO) the stats value */
+	/*
+	 * Or the label's value is the value of this other stats key, its
+	 * '*' replaced by the number the row's key matched (a backend's
+	 * address, "backend_*_addr"): no series when the mount has none.
+	 */
+	const char *label_key;
 	unsigned int decimals; /* the value counts 10^-decimals base units
 				* (6: microseconds to seconds) */
 };

@@ -119,6 +119,11 @@ void fs_unpin(struct generation *g)
 	}
 }
 
+struct cdp_fleet *fs_fleet(struct generation *pin)
+{
+	return pin ? pin->fleet : NULL;
+}
+
 /* The scan queue reports each scan's duration for the histogram. */
 static void observe_scan(void *stats, uint64_t usec)
 {
@@ -442,13 +447,13 @@ static void *signal_main(void *arg)
 }
 
 /* The database watch's view of the configuration in force. */
-static struct cdp_pool *watch_pin_pool(void *arg, void **pin)
+static struct cdp_fleet *watch_pin_fleet(void *arg, void **pin)
 {
 	struct runtime *rt = arg;
 	struct generation *g = fs_pin(rt->fs);
 
 	*pin = g;
-	return cdp_fleet_pool(g->fleet, 0);
+	return g->fleet;
 }
 
 static void watch_unpin(void *arg, void *pin)
@@ -486,7 +491,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 {
 	struct dbwatch_source src = {
 		.arg = rt,
-		.pin_pool = watch_pin_pool,
+		.pin_fleet = watch_pin_fleet,
 		.unpin = watch_unpin,
 		.drop_verdicts = watch_drop_verdicts,
 	};

@@ -129,6 +129,54 @@ static size_t put(char *buf, size_t len, size_t used, const char *fmt, ...)
 	return used + (n > 0 ? (size_t)n : 0);
 }
 
+/* The address as one line's value: backslash and newline escaped. */
+static size_t put_escaped(char *buf, size_t len, size_t used, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			used = put(buf, len, used, "\\\\");
+		else if (*s == '\n')
+			used = put(buf, len, used, "\\n");
+		else
+			used = put(buf, len, used, "%c", *s);
+	}
+	return used;
+}
+
+/*
+ * Indexed, not keyed by address: an address may hold '=' or anything
+ * else a key cannot, and the index is what the fleet's log lines and
+ * configuration order share.
+ */
+static size_t render_backends(const struct stats_sample *x, char *buf,
+			      size_t len, size_t used)
+{
+	used = put(buf, len, used, "backends=%zu\n", x->nbackends);
+	for (size_t i = 0; i < x->nbackends; i++) {
+		const struct cdp_backend_stats *b = &x->backends[i];
+
+		used = put(buf, len, used, "backend_%zu_addr=", i);
+		used = put_escaped(buf, len, used, b->addr ? b->addr : "");
+		used = put(buf, len, used,
+			   "\nbackend_%zu_state=%s\nbackend_%zu_healthy=%d"
+			   "\nbackend_%zu_weight=%u\nbackend_%zu_conns=%u"
+			   "\nbackend_%zu_inflight=%u\n",
+			   i, b->healthy ? "healthy" : "ejected", i,
+			   b->healthy ? 1 : 0, i, b->weight, i, b->max_conns, i,
+			   b->inflight);
+		used = put(buf, len, used,
+			   "backend_%zu_scans=%" PRIu64
+			   "\nbackend_%zu_errors=%" PRIu64
+			   "\nbackend_%zu_ejections=%" PRIu64
+			   "\nbackend_%zu_latency_last_ms=%" PRIu64
+			   "\nbackend_%zu_latency_avg_ms=%" PRIu64
+			   "\nbackend_%zu_latency_max_ms=%" PRIu64 "\n",
+			   i, b->scans, i, b->errors, i, b->ejections, i,
+			   b->last_ms, i, b->avg_ms, i, b->max_ms);
+	}
+	return used;
+}
+
 static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
 			    size_t used)
 {
@@ -150,6 +198,8 @@ static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
 		   x->inodes, x->uptime_seconds);
 	if (x->clamd)
 		used = put(buf, len, used, "%s", x->clamd);
+	if (x->backends)
+		used = render_backends(x, buf, len, used);
 	return used;
 }
 

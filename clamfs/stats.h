@@ -96,14 +96,19 @@ struct stats_sample {
 	size_t inodes;
 	long long uptime_seconds;
 	const char *clamd; /* dbwatch_describe()'s lines, or NULL */
+	/* each clamd backend of the fleet in force, in configured order */
+	const struct cdp_backend_stats *backends;
+	size_t nbackends;
 };
 
 /*
  * Renders every figure as "name=value\n" lines into buf: the counters,
  * the scan duration histogram as cumulative counts ("scan_duration_le_B"
  * for each bound B in seconds and "scan_duration_le_+Inf"), its sum in
- * microseconds and its count, and what x holds (may be NULL). Returns the
- * length it needed. Every key needs a row in prom.c's table.
+ * microseconds and its count, and what x holds (may be NULL): per
+ * backend i, "backend_<i>_<field>" lines, the address with backslash and
+ * newline escaped as in C. Returns the length it needed. Every key needs
+ * a row in prom.c's table.
  */
 size_t stats_render(struct stats *s, const struct stats_sample *x, char *buf,
 		    size_t len);

@@ -6,13 +6,27 @@
 # PING) and no open waits longer than scan_timeout; with every backend down
 # opens fail closed (EIO) as with one clamd, and they work again, without a
 # remount, once one is back.
+# `clamfs --stats` and its Prometheus form give each backend's address,
+# state and counters: the scan attempts of the backends add up to the
+# scans plus their retries, each clamd did the scans its backend counts,
+# and a killed backend shows as ejected (clamfs_backend_up 0). The
+# database watch asks every backend: with backend 0 dead, a database
+# update on another one still drops the verdict cache. The clamd list:
+# several clamd= lines in the INI make a fleet, -o clamd= replaces the
+# file's whole list (across a SIGHUP too), and a SIGHUP that adds a
+# backend sends scans to it, one that removes a backend sends it none.
 import os
+import signal
 import socket
 import threading
 import time
 
+from adminutil import admin, ini, wait_log  # noqa: F401 (a fixture)
 from clamfstest.env import SLOW
-from scanutil import mount_scan, put, try_read, wait_for
+from promutil import (parse_exposition, promtool, promtool_check,
+                      run_stats)
+from fakeclamd import FakeClamd
+from scanutil import mount_scan, put, stats, try_read, wait_for
 
 
 def _read_all(mnt, names, threads=8):
@@ -135,3 +149,203 @@ def test_all_down_fails_closed_then_recovers(mount_clamfs, clamd_factory):
     # without a remount: the next opens find the one that is back
     assert wait_for(lambda: try_read(m.m("b"))[0] == "ok", 10 * SLOW)
     assert try_read(m.m("c"))[0] == "ok"
+
+
+def _backend_scans(st):
+    return [st[f"backend_{i}_scans"] for i in range(st["backends"])]
+
+
+def test_per_backend_stats_and_prometheus(mount_clamfs, clamd_factory):
+    cs = [clamd_factory() for _ in range(2)]
+    m = mount_scan(mount_clamfs, cs[0].tcp_addr, *_fleet_opts(cs),
+                   "scan_threads=4", "scan_timeout=10")
+    names = [f"p{i:03d}" for i in range(60)]
+    later = [f"q{i:03d}" for i in range(40)]
+    for n in names + later:
+        put(m.b(n), b"file %s\n" % n.encode())
+    before = [c.scan_count() for c in cs]
+    assert _read_all(m.mnt, names, threads=4) == []
+    st = stats(m.mnt)
+    assert st["backends"] == 2
+    for i, c in enumerate(cs):
+        assert st[f"backend_{i}_addr"] == c.tcp_addr
+        assert st[f"backend_{i}_state"] == "healthy"
+        assert st[f"backend_{i}_healthy"] == 1
+        assert st[f"backend_{i}_errors"] == 0
+        assert st[f"backend_{i}_inflight"] == 0
+        # both took a share, and each clamd did what its backend counts
+        assert st[f"backend_{i}_scans"] > 0, st
+        assert c.wait_scan_count(before[i] + st[f"backend_{i}_scans"]) \
+            == before[i] + st[f"backend_{i}_scans"]
+        assert st[f"backend_{i}_latency_max_ms"] >= \
+            st[f"backend_{i}_latency_avg_ms"]
+    assert sum(_backend_scans(st)) == st["scans"] + st["scan_retries"]
+    assert st["scans"] == len(names)
+
+    cs[1].kill()
+    # scans on it fail and eject it (or the prober's PING does)
+    assert _read_all(m.mnt, later, threads=4) == []
+    assert wait_for(lambda: stats(m.mnt)["backend_1_state"] == "ejected",
+                    10 * SLOW)
+    st = stats(m.mnt)
+    assert st["backend_0_state"] == "healthy"
+    assert st["backend_1_healthy"] == 0 and st["backend_1_ejections"] >= 1
+    assert sum(_backend_scans(st)) == st["scans"] + st["scan_retries"]
+    assert st["scans"] == len(names) + len(later)
+    # every failed attempt on the dead one was retried on the other
+    assert st["backend_1_errors"] == st["scan_retries"]
+
+    r = run_stats("--prometheus", m.mnt)
+    assert r.returncode == 0 and r.stderr == "", r
+    promtool_check(promtool(), r.stdout)
+    fams = parse_exposition(r.stdout)
+    up = fams["clamfs_backend_up"]
+    assert up.value(backend=cs[0].tcp_addr) == 1
+    assert up.value(backend=cs[1].tcp_addr) == 0
+    scans = fams["clamfs_backend_scans_total"]
+    assert [scans.value(backend=c.tcp_addr) for c in cs] == \
+        _backend_scans(st)
+    assert fams["clamfs_backend_ejections_total"].value(
+        backend=cs[1].tcp_addr) >= 1
+    assert fams["clamfs_backends"].value() == 2
+    assert fams["clamfs_backend_mean_scan_seconds"].value(
+        backend=cs[0].tcp_addr) == st["backend_0_latency_avg_ms"] / 1000
+
+
+def test_db_update_behind_a_dead_first_backend(mount_clamfs, tmp_path):
+    """Custom signatures give no database version, so a fake clamd says
+    one; the first backend's socket has no clamd at all."""
+    db = {"version": 27000}
+
+    def fake(ctx):
+        if ctx.command.endswith(b"PING"):
+            return ("reply", "PONG")
+        if ctx.command.endswith(b"VERSION"):
+            return ("reply", "ClamAV 1.4.6/%d/Mon Jan  1 00:00:00 2024"
+                    % db["version"])
+        what = "stream" if ctx.command.endswith(b"INSTREAM") else "fd[1]"
+        return ("reply", f"{what}: OK")
+
+    dead = str(tmp_path / "none.sock")
+    with FakeClamd(fake) as fk:
+        m = mount_scan(mount_clamfs, dead, "clamd=" + fk.socket,
+                       "version_check=1", "cache_ttl=3600")
+        put(m.b("f"), b"some data\n")
+        assert try_read(m.m("f"))[0] == "ok"
+        assert wait_for(lambda: stats(m.mnt)["clamd_db_version"] == 27000,
+                        5 * SLOW)
+        s0 = stats(m.mnt)
+        assert try_read(m.m("f"))[0] == "ok"
+        s1 = stats(m.mnt)
+        assert s1["opens_cache_hit"] == s0["opens_cache_hit"] + 1
+        db["version"] = 27001
+        assert wait_for(lambda: stats(m.mnt)["cache_clears"] >
+                        s1["cache_clears"], 5 * SLOW), m.stderr_text()
+        assert stats(m.mnt)["clamd_db_version"] == 27001
+        assert "verdict cache dropped" in m.stderr_text()
+        # scanned again, not served from the cache
+        assert try_read(m.m("f"))[0] == "ok"
+        s2 = stats(m.mnt)
+        assert s2["scans"] == s1["scans"] + 1
+        assert s2["opens_cache_hit"] == s1["opens_cache_hit"]
+
+
+# --- the clamd list from the INI file, -o and SIGHUP ------------------------
+
+def _fleet_ini(cfg, b, mnt, clamds):
+    ini(cfg, [("fuse", [("backend", b), ("mountpoint", mnt),
+                        ("options", "allow_other")]),
+              ("clamd", [("clamd", c.tcp_addr) for c in clamds]),
+              ("scan", [("scan_threads", "4")]),
+              ("cache", [("racy_window", "0")])])
+
+
+def _addrs(st):
+    return [st[f"backend_{i}_addr"] for i in range(st["backends"])]
+
+
+def _fresh_files(b, prefix, n):
+    names = [f"{prefix}{i:03d}" for i in range(n)]
+    for name in names:
+        put(os.path.join(b, name), b"file %s\n" % name.encode())
+    return names
+
+
+def test_sighup_adds_and_removes_a_backend(admin, clamd_factory):
+    """One clamd in the INI, then two (SIGHUP): scans reach the second;
+    then only the second (SIGHUP): the first gets no scan any more."""
+    cs = [clamd_factory() for _ in range(2)]
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    _fleet_ini(cfg, b, mnt, cs[:1])
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    names = _fresh_files(b, "a", 20)
+    assert _read_all(mnt, names, threads=4) == []
+    assert _addrs(stats(mnt)) == [cs[0].tcp_addr]
+    assert cs[0].wait_scan_count(20) == 20 and cs[1].scan_count() == 0
+
+    _fleet_ini(cfg, b, mnt, cs)
+    os.kill(m.pid, signal.SIGHUP)
+    assert len(wait_log(m, "SIGHUP: configuration reloaded")) == 1, \
+        m.stderr_text()
+    st = stats(mnt)
+    assert _addrs(st) == [c.tcp_addr for c in cs]
+    assert all(st[f"backend_{i}_scans"] == 0 for i in range(2))
+    at = [c.scan_count() for c in cs]
+    names = _fresh_files(b, "b", 40)
+    assert _read_all(mnt, names, threads=4) == []
+    st = stats(mnt)
+    per = [st[f"backend_{i}_scans"] for i in range(2)]
+    assert sum(per) == 40 and min(per) > 0, per
+    for c, a, p in zip(cs, at, per):
+        assert c.wait_scan_count(a + p) == a + p
+
+    _fleet_ini(cfg, b, mnt, cs[1:])
+    os.kill(m.pid, signal.SIGHUP)
+    assert len(wait_log(m, "SIGHUP: configuration reloaded", count=2)) \
+        == 2, m.stderr_text()
+    assert _addrs(stats(mnt)) == [cs[1].tcp_addr]
+    at = [c.scan_count() for c in cs]
+    names = _fresh_files(b, "c", 20)
+    assert _read_all(mnt, names, threads=4) == []
+    assert cs[1].wait_scan_count(at[1] + 20) == at[1] + 20
+    assert cs[0].scan_count() == at[0]
+    # the removed one is not needed at all
+    cs[0].kill()
+    names = _fresh_files(b, "d", 5)
+    assert _read_all(mnt, names, threads=4) == []
+    assert "ejected" not in m.stderr_text()
+
+
+def test_o_clamd_replaces_the_files_list(admin, clamd_factory):
+    """Several clamd= lines in the INI make a fleet; -o clamd= (one or
+    more) replaces that whole list, also across a SIGHUP that rewrites
+    the file's list."""
+    cs = [clamd_factory() for _ in range(4)]
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    _fleet_ini(cfg, b, mnt, cs[:2])
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    assert _addrs(stats(mnt)) == [cs[0].tcp_addr, cs[1].tcp_addr]
+
+    base2, b2, mnt2 = admin.dirs_bm()
+    cfg2 = os.path.join(base2, "share.ini")
+    _fleet_ini(cfg2, b2, mnt2, cs[:2])
+    m = admin.start(["-f", "-o", f"config={cfg2}",
+                     "-o", "clamd=" + cs[2].tcp_addr,
+                     "-o", "clamd=" + cs[3].tcp_addr], mnt2, b2)
+    assert _addrs(stats(mnt2)) == [cs[2].tcp_addr, cs[3].tcp_addr]
+    at = [c.scan_count() for c in cs]
+    names = _fresh_files(b2, "a", 30)
+    assert _read_all(mnt2, names, threads=4) == []
+    assert wait_for(lambda: sum(c.scan_count() for c in cs[2:]) ==
+                    sum(at[2:]) + 30, 10 * SLOW)
+    assert [c.scan_count() for c in cs[:2]] == at[:2]
+
+    _fleet_ini(cfg2, b2, mnt2, cs[1:2])
+    os.kill(m.pid, signal.SIGHUP)
+    assert wait_log(m, "SIGHUP: configuration"), m.stderr_text()
+    assert _addrs(stats(mnt2)) == [cs[2].tcp_addr, cs[3].tcp_addr]
+    names = _fresh_files(b2, "b", 10)
+    assert _read_all(mnt2, names, threads=4) == []
+    assert [c.scan_count() for c in cs[:2]] == at[:2]

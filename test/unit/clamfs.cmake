@@ -19,3 +19,9 @@ foreach(t test_optable test_poolcfg)
 endforeach()
 target_compile_definitions(test_optable PRIVATE
 	CLAMFS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+# the database watch over a fleet: clamd's VERSION and the backends'
+# health are the test's (-Wl,--wrap), no clamd runs
+clamfs_unit_test(test_dbwatch)
+target_link_libraries(test_dbwatch PRIVATE clamfs_core)
+target_link_options(test_dbwatch PRIVATE -Wl,--wrap=cdp_version
+	-Wl,--wrap=cdp_fleet_backend_stats)

@@ -24,6 +24,37 @@
 	"clamd_up=1\nclamd_engine=1.4.6\nclamd_db_version=27000\n"             \
 	"clamd_db_date=Mon Jan  1 00:00:00 2024\n"
 
+/* Two backends as cdp_fleet_backend_stats() fills them. */
+static const struct cdp_backend_stats two_backends[] = {
+	{.addr = "tcp://127.0.0.1:3310",
+	 .healthy = true,
+	 .weight = 2,
+	 .max_conns = 8,
+	 .inflight = 1,
+	 .scans = 40,
+	 .errors = 1,
+	 .last_ms = 3,
+	 .avg_ms = 12,
+	 .max_ms = 1500},
+	/* a UNIX socket path may hold what a label value must escape */
+	{.addr = "/run/cl\"am\\d\n.sock",
+	 .weight = 1,
+	 .scans = 2,
+	 .errors = 2,
+	 .ejections = 1},
+};
+
+static char *render_with(struct stats *s, const struct stats_sample *x)
+{
+	size_t need = stats_render(s, x, NULL, 0);
+	char *buf = malloc(need + 1);
+
+	assert_non_null(buf);
+	assert_int_equal(stats_render(s, x, buf, need + 1), need);
+	assert_int_equal(strlen(buf), need);
+	return buf;
+}
+
 static char *render_stats(struct stats *s, const char *clamd)
 {
 	struct stats_sample x = {
@@ -82,9 +113,12 @@ static void every_emitted_key_has_a_row(void **state)
 	char *text, *line, *save = NULL;
 	int keys = 0;
 
+	struct stats_sample x = {
+		.clamd = CLAMD_LINES, .backends = two_backends, .nbackends = 2};
+
 	stats_observe_scan(&s, 1200);
 	stats_set_passthrough(&s, "off (no kernel support)");
-	text = render_stats(&s, CLAMD_LINES);
+	text = render_with(&s, &x);
 	for (line = strtok_r(text, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		const char *eq = strchr(line, '=');
@@ -101,6 +135,72 @@ static void every_emitted_key_has_a_row(void **state)
 	assert_null(prom_find("made_up", 7));
 	assert_null(prom_find("errors_", 7));
 	assert_null(prom_find("scan_duration_le_", 17));
+	assert_null(prom_find("backend__scans", 14));
+	assert_null(prom_find("backend_0_scan_errors", 21));
+	assert_non_null(prom_find("backend_12_errors", 17));
+}
+
+/*
+ * Per backend: stats lines by index, the address escaped so a path with
+ * a newline cannot start a line of its own; series labelled with the
+ * address, escaped as a label value; latencies in seconds.
+ */
+static void backends_labelled_by_address(void **state)
+{
+	static struct stats s;
+	struct stats_sample x = {.backends = two_backends, .nbackends = 2};
+	struct prom_mount m;
+	char *text, *out;
+
+	text = render_with(&s, &x);
+	assert_non_null(strstr(text, "\nbackends=2\n"));
+	assert_non_null(strstr(text, "\nbackend_0_addr=tcp://127.0.0.1:3310\n"
+				     "backend_0_state=healthy\n"
+				     "backend_0_healthy=1\n"
+				     "backend_0_weight=2\n"
+				     "backend_0_conns=8\n"
+				     "backend_0_inflight=1\n"
+				     "backend_0_scans=40\n"
+				     "backend_0_errors=1\n"
+				     "backend_0_ejections=0\n"
+				     "backend_0_latency_last_ms=3\n"
+				     "backend_0_latency_avg_ms=12\n"
+				     "backend_0_latency_max_ms=1500\n"));
+	assert_non_null(strstr(text, "\nbackend_1_addr=/run/cl\"am\\\\d\\n"
+				     ".sock\nbackend_1_state=ejected\n"));
+	m = (struct prom_mount){"/m", text};
+	out = render_prom(&m, 1);
+	assert_non_null(strstr(out, "# TYPE clamfs_backend_scans_total "
+				    "counter\n"));
+	assert_non_null(strstr(out, "\nclamfs_backend_scans_total{mountpoint="
+				    "\"/m\",backend=\"tcp://127.0.0.1:3310\"}"
+				    " 40\n"));
+	assert_non_null(strstr(out, "\nclamfs_backend_scans_total{mountpoint="
+				    "\"/m\",backend=\"/run/cl\\\"am\\\\d\\n"
+				    ".sock\"} 2\n"));
+	assert_non_null(strstr(out, "\nclamfs_backend_up{mountpoint=\"/m\","
+				    "backend=\"tcp://127.0.0.1:3310\"} 1\n"));
+	assert_int_equal(count(out, "\nclamfs_backend_up{"), 2);
+	assert_non_null(strstr(out, "\nclamfs_backend_ejections_total{"
+				    "mountpoint=\"/m\",backend=\"/run/cl"));
+	assert_non_null(strstr(out, "\nclamfs_backend_max_scan_seconds{"
+				    "mountpoint=\"/m\",backend=\"tcp://"
+				    "127.0.0.1:3310\"} 1.500\n"));
+	assert_non_null(
+		strstr(out, "\nclamfs_backends{mountpoint=\"/m\"} 2\n"));
+	/* the address and state lines are labels, no series */
+	assert_null(strstr(out, "_addr"));
+	assert_null(strstr(out, "_state"));
+	free(out);
+	free(text);
+
+	/* without its address line a backend's series are left out */
+	m = (struct prom_mount){"/m", "backend_0_scans=5\nbackend_1_addr=x\n"
+				      "backend_1_scans=6\n"};
+	out = render_prom(&m, 1);
+	assert_int_equal(count(out, "\nclamfs_backend_scans_total{"), 1);
+	assert_non_null(strstr(out, "backend=\"x\"} 6\n"));
+	free(out);
 }
 
 static void table_follows_the_naming_rules(void **state)
@@ -273,6 +373,7 @@ int main(void)
 		cmocka_unit_test(two_mounts_one_exposition),
 		cmocka_unit_test(unknown_keys_are_left_out),
 		cmocka_unit_test(histogram_is_cumulative_in_seconds),
+		cmocka_unit_test(backends_labelled_by_address),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
