@@ -147,6 +147,31 @@ unsigned cdp_addr_port(const struct cdp_addr *addr)
 	return addr->port;
 }
 
+/*
+ * How long to wait before connect() is tried again after EAGAIN: short
+ * against a scan's deadline, long enough not to spin.
+ */
+#define CONNECT_AGAIN_MS 5
+
+/*
+ * EAGAIN is no connect in progress: a UNIX socket's listener has a full
+ * backlog (clamd's MaxConnectionQueueLength), or TCP has no local port
+ * free, and the socket stays unconnected; polling it would report it
+ * writable at once. Wait a moment, as a blocking connect() would, within
+ * the deadline and the cancel. 0 to try again, or -errno.
+ */
+static int connect_again(int64_t deadline, struct cdp_cancel *cancel)
+{
+	int64_t left = deadline - cdp_now_ms();
+
+	if (cdp_cancel_triggered(cancel))
+		return -ECANCELED;
+	if (left <= 0)
+		return -ETIMEDOUT;
+	poll(NULL, 0, left < CONNECT_AGAIN_MS ? (int)left : CONNECT_AGAIN_MS);
+	return 0;
+}
+
 /* Finish a non-blocking connect() within the deadline. */
 static int connect_wait(int fd, const struct sockaddr *sa, socklen_t salen,
 			int64_t deadline, struct cdp_cancel *cancel)
@@ -154,9 +179,16 @@ static int connect_wait(int fd, const struct sockaddr *sa, socklen_t salen,
 	socklen_t elen = sizeof(int);
 	int rc, err = 0;
 
-	if (connect(fd, sa, salen) == 0)
-		return 0;
-	if (errno != EINPROGRESS && errno != EAGAIN)
+	for (;;) {
+		if (connect(fd, sa, salen) == 0)
+			return 0;
+		if (errno != EAGAIN)
+			break;
+		rc = connect_again(deadline, cancel);
+		if (rc)
+			return rc;
+	}
+	if (errno != EINPROGRESS)
 		return -errno;
 	rc = cdp_wait(fd, POLLOUT, deadline, cancel);
 	if (rc < 0)

@@ -8,10 +8,18 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "clamdproto.h"
+#include "internal.h"
 
 static void ok(const char *s, enum cdp_addr_kind kind, const char *host,
 	       unsigned port)
@@ -134,6 +142,109 @@ static void test_malformed(void **state)
 	bad("http://host:1", -EINVAL);
 }
 
+/*
+ * A clamd whose listen backlog is full (MaxConnectionQueueLength): a UNIX
+ * socket has no connect in progress, connect() says EAGAIN and the socket
+ * stays unconnected. It must be tried again until the deadline, never be
+ * taken for a connection (the first send would fail, and a fleet would
+ * eject a clamd that is only busy).
+ */
+struct full_listener {
+	char dir[64];
+	char path[128];
+	int lfd;
+	int queued[64];
+	int nqueued;
+	struct cdp_addr *addr;
+};
+
+static void full_listener_open(struct full_listener *fl)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	char spec[160];
+
+	strcpy(fl->dir, "/tmp/cdpaddrXXXXXX");
+	assert_non_null(mkdtemp(fl->dir));
+	snprintf(fl->path, sizeof(fl->path), "%s/s", fl->dir);
+	strcpy(sun.sun_path, fl->path);
+	fl->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(fl->lfd >= 0);
+	assert_int_equal(bind(fl->lfd, (struct sockaddr *)&sun, sizeof(sun)),
+			 0);
+	assert_int_equal(listen(fl->lfd, 0), 0);
+	/* fill the backlog: connect until the kernel says EAGAIN */
+	for (fl->nqueued = 0; fl->nqueued < 64; fl->nqueued++) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+		assert_true(fd >= 0);
+		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+			assert_int_equal(errno, EAGAIN);
+			close(fd);
+			break;
+		}
+		fl->queued[fl->nqueued] = fd;
+	}
+	assert_true(fl->nqueued < 64);
+	snprintf(spec, sizeof(spec), "unix:%s", fl->path);
+	assert_int_equal(cdp_addr_parse(spec, &fl->addr), 0);
+}
+
+static void full_listener_close(struct full_listener *fl)
+{
+	for (int i = 0; i < fl->nqueued; i++)
+		close(fl->queued[i]);
+	close(fl->lfd);
+	cdp_addr_free(fl->addr);
+	unlink(fl->path);
+	rmdir(fl->dir);
+}
+
+static void test_unix_backlog_full_waits_for_deadline(void **state)
+{
+	struct full_listener fl;
+	int64_t start;
+	int fd;
+
+	(void)state;
+	full_listener_open(&fl);
+	start = cdp_now_ms();
+	fd = cdp_addr_connect(fl.addr, cdp_deadline(300), NULL);
+	assert_int_equal(fd, -ETIMEDOUT);
+	assert_true(cdp_now_ms() - start >= 290);
+	full_listener_close(&fl);
+}
+
+static void *accept_later(void *arg)
+{
+	struct full_listener *fl = arg;
+	const struct timespec pause = {.tv_nsec = 100 * 1000 * 1000};
+	int fd;
+
+	nanosleep(&pause, NULL);
+	fd = accept(fl->lfd, NULL, NULL);
+	return (void *)(intptr_t)fd;
+}
+
+static void test_unix_backlog_full_connects_once_room(void **state)
+{
+	struct full_listener fl;
+	pthread_t t;
+	void *accepted;
+	int fd;
+
+	(void)state;
+	full_listener_open(&fl);
+	assert_int_equal(pthread_create(&t, NULL, accept_later, &fl), 0);
+	fd = cdp_addr_connect(fl.addr, cdp_deadline(5000), NULL);
+	pthread_join(t, &accepted);
+	assert_true(fd >= 0);
+	/* really connected: the peer is there */
+	assert_int_equal(write(fd, "x", 1), 1);
+	close(fd);
+	close((int)(intptr_t)accepted);
+	full_listener_close(&fl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -143,6 +254,8 @@ int main(void)
 		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_tls_config),
 		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_unix_backlog_full_waits_for_deadline),
+		cmocka_unit_test(test_unix_backlog_full_connects_once_room),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
