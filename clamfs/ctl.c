@@ -61,7 +61,7 @@ int ctl_resolve_target(const char *target, char *mnt, size_t len)
 			return -ENAMETOOLONG;
 		return 0;
 	}
-	ret = mountpoint_each("/proc/self/mountinfo", match_pid, &q);
+	ret = mountpoint_each(MOUNTINFO_SELF, match_pid, &q);
 	if (ret < 0)
 		return ret;
 	return q.found ? 0 : -ESRCH;
@@ -77,7 +77,7 @@ static bool is_clamfs_root(const char *mnt)
 		fprintf(stderr, "clamfs: %s: %s\n", mnt, strerror(errno));
 		return false;
 	}
-	ret = mountpoint_root_fstype("/proc/self/mountinfo", real, fstype,
+	ret = mountpoint_root_fstype(MOUNTINFO_SELF, real, fstype,
 				     sizeof(fstype));
 	free(real);
 	if (ret == 1 && strcmp(fstype, "fuse.clamfs") == 0)

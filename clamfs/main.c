@@ -91,8 +91,8 @@ static void remove_stale_mount(const char *given)
 	char dir[PATH_MAX];
 	int ret;
 
-	ret = mountpoint_remove_stale("/proc/self/mountinfo", given,
-				      "fuse.clamfs", dir, sizeof(dir));
+	ret = mountpoint_remove_stale(MOUNTINFO_SELF, given, "fuse.clamfs", dir,
+				      sizeof(dir));
 	if (ret == 1)
 		log_warn("mountpoint %s: removed the dead mount a clamfs that "
 			 "did not exit cleanly left there",
@@ -120,8 +120,7 @@ static int check_mountpoint(const char *given, char **real)
 			strerror(ENOTDIR));
 		return -1;
 	}
-	ret = mountpoint_fstype("/proc/self/mountinfo", *real, fstype,
-				sizeof(fstype));
+	ret = mountpoint_fstype(MOUNTINFO_SELF, *real, fstype, sizeof(fstype));
 	if (ret == 1 && strcmp(fstype, "fuse.clamfs") == 0) {
 		fprintf(stderr,
 			"clamfs: mountpoint %s: already mounted by clamfs\n",

@@ -82,6 +82,7 @@ struct fstype_query {
 	char *fstype;
 	size_t len;
 	bool by_root; /* user_id=0 among the top mount's superblock options */
+	unsigned long long id; /* the top mount's */
 	int found;
 };
 
@@ -103,6 +104,7 @@ static int note_fstype(const struct mountinfo_entry *m, void *arg)
 	if (strcmp(m->dir, q->dir) == 0) {
 		snprintf(q->fstype, q->len, "%s", m->fstype);
 		q->by_root = mountpoint_opts_by_root(m->superopts);
+		q->id = m->id;
 		q->found = 1; /* keep going: the last entry is the top mount */
 	}
 	return 0;
@@ -111,16 +113,39 @@ static int note_fstype(const struct mountinfo_entry *m, void *arg)
 int mountpoint_fstype(const char *mountinfo, const char *dir, char *fstype,
 		      size_t len)
 {
-	struct fstype_query q = {dir, fstype, len, false, 0};
+	struct fstype_query q = {dir, fstype, len, false, 0, 0};
 	int ret = mountpoint_each(mountinfo, note_fstype, &q);
 
 	return ret < 0 ? ret : q.found;
 }
 
+int mountpoint_top_id(const char *mountinfo, const char *dir,
+		      unsigned long long *id)
+{
+	char fstype[64];
+	struct fstype_query q = {dir, fstype, sizeof(fstype), false, 0, 0};
+	int ret = mountpoint_each(mountinfo, note_fstype, &q);
+
+	if (ret < 0)
+		return ret;
+	*id = q.id;
+	return q.found;
+}
+
+static int match_id(const struct mountinfo_entry *m, void *arg)
+{
+	return m->id == *(const unsigned long long *)arg;
+}
+
+int mountpoint_id_listed(const char *mountinfo, unsigned long long id)
+{
+	return mountpoint_each(mountinfo, match_id, &id);
+}
+
 int mountpoint_root_fstype(const char *mountinfo, const char *dir, char *fstype,
 			   size_t len)
 {
-	struct fstype_query q = {dir, fstype, len, false, 0};
+	struct fstype_query q = {dir, fstype, len, false, 0, 0};
 	int ret = mountpoint_each(mountinfo, note_fstype, &q);
 
 	if (ret < 0)

@@ -9,6 +9,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The mountinfo file of this process's mount namespace. */
+#define MOUNTINFO_SELF "/proc/self/mountinfo"
+
 /*
  * Writes into fstype the type of the topmost mount at the absolute path
  * dir according to the mountinfo file given (normally
@@ -43,6 +46,16 @@ struct mountinfo_entry {
 int mountpoint_each(const char *mountinfo,
 		    int (*fn)(const struct mountinfo_entry *m, void *arg),
 		    void *arg);
+
+/*
+ * The mount id of the top mount at the absolute path dir: 1 and *id, 0
+ * when dir is no mountpoint, negative errno.
+ */
+int mountpoint_top_id(const char *mountinfo, const char *dir,
+		      unsigned long long *id);
+
+/* Whether the mount with this id is listed: 1, 0, or negative errno. */
+int mountpoint_id_listed(const char *mountinfo, unsigned long long id);
 
 /*
  * Whether a FUSE mount's superblock options (mountinfo) say root made it

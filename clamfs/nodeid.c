@@ -80,8 +80,7 @@ static bool mount_is_whole_fs(uint64_t mnt_id)
 {
 	struct whole_fs_query q = {.id = mnt_id};
 
-	return mountpoint_each("/proc/self/mountinfo", note_whole_fs, &q) ==
-		       1 &&
+	return mountpoint_each(MOUNTINFO_SELF, note_whole_fs, &q) == 1 &&
 	       q.whole;
 }
 

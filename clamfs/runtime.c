@@ -21,6 +21,7 @@
 
 #include "dbwatch.h"
 #include "log.h"
+#include "mountpoint.h"
 #include "notify.h"
 #include "optable.h"
 #include "poolcfg.h"
@@ -62,6 +63,8 @@ struct runtime {
 	bool sig_thread_started;
 	char **argv_copy; /* argv with the config file made absolute */
 	char *config_arg;
+	unsigned long long mount_id; /* ours, 0 when not known */
+	bool said_unmounted;
 };
 
 static struct generation *generation_new(void)
@@ -418,6 +421,30 @@ static void notify_live_status(struct runtime *rt)
 	notify_status(text);
 }
 
+/*
+ * The FUSE loop ends when the connection's last mount goes, in every mount
+ * namespace (clamfs.8, SIGNALS): a namespace made after mounting holds a
+ * copy, and clamfs serves it on. Whoever unmounted the share and still
+ * sees clamfs running learns why, once.
+ */
+static void say_if_unmounted_here(struct runtime *rt)
+{
+	/* an unmount that ends the connection ends the loop within moments */
+	const struct timespec settle = {0, 500 * 1000 * 1000};
+
+	if (!rt->mount_id || rt->said_unmounted ||
+	    mountpoint_id_listed(MOUNTINFO_SELF, rt->mount_id) != 0)
+		return;
+	nanosleep(&settle, NULL);
+	if (fuse_session_exited(rt->fs->se))
+		return;
+	rt->said_unmounted = true;
+	log_warn("%s is no longer mounted here, but a copy of the mount lives "
+		 "on in another mount namespace: serving it until the last "
+		 "copy goes (SIGTERM ends clamfs)",
+		 rt->mountpoint);
+}
+
 static void *signal_main(void *arg)
 {
 	const struct timespec status_every = {STATUS_SECONDS, 0};
@@ -433,8 +460,10 @@ static void *signal_main(void *arg)
 	for (;;) {
 		sig = sigtimedwait(&set, NULL, &status_every);
 		if (sig == -1) {
-			if (errno == EAGAIN)
+			if (errno == EAGAIN) {
 				notify_live_status(rt);
+				say_if_unmounted_here(rt);
+			}
 			continue;
 		}
 		if (sig == SIGQUIT)
@@ -502,6 +531,9 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 
 	rt->argc = argc;
 	rt->argv = argv;
+	if (mountpoint_top_id(MOUNTINFO_SELF, rt->mountpoint, &rt->mount_id) !=
+	    1)
+		rt->mount_id = 0;
 	/*
 	 * The daemon's cwd is "/" by now: a relative config= on the command
 	 * line is appended again as the absolute path opts_parse resolved;

@@ -383,6 +383,7 @@ def test_unmount_ends_daemon_with_a_namespace_of_the_test_tools(mount_clamfs):
         r = fs.unmount("fusermount3")
         assert r.returncode == 0, r.stderr
         assert fs.proc.wait(15 * SLOW) == 0, (holders(dev), fs.stderr_text())
+        assert "no longer mounted here" not in fs.stderr_text()
     finally:
         p.kill()
         p.wait()
@@ -391,21 +392,25 @@ def test_unmount_ends_daemon_with_a_namespace_of_the_test_tools(mount_clamfs):
 def test_private_namespace_copy_keeps_the_daemon_and_is_named(mount_clamfs):
     """What clamfs.8 says of unmounting: a mount copied into a namespace
     with private propagation stays in use there, so the daemon serves on,
-    and ends when the last copy goes. holders() names who keeps it."""
+    says so in its log (once, within its 10 s status tick), and ends when
+    the last copy goes. holders() names who keeps it."""
     fs = mount_clamfs()
     p, dev = in_new_mount_namespace(fs, UNSHARE_MOUNT[:4])
     assert any(m.dev == dev for m in mounts(p.pid))
+    said = "no longer mounted here, but a copy of the mount lives on"
     try:
         r = fs.unmount("fusermount3")
         assert r.returncode == 0, r.stderr
         assert not fs.is_mounted()
-        time.sleep(1)
+        assert wait_for(lambda: said in fs.stderr_text(), 15), \
+            fs.stderr_text()
         assert fs.alive(), "the copy in the other namespace is still in use"
         assert [h[0] for h in holders(dev)] == [p.pid]
     finally:
         p.kill()
         p.wait()
     assert fs.proc.wait(15 * SLOW) == 0, fs.stderr_text()
+    assert fs.stderr_text().count(said) == 1
 
 
 def test_tree_makes_no_namespace_that_keeps_fuse_mounts():

@@ -115,6 +115,24 @@ struct seen {
 	int calls;
 };
 
+/* The daemon's own mount, by id: found at start, looked for later. */
+static void test_top_id_and_listed(void **state)
+{
+	unsigned long long id = 0;
+
+	(void)state;
+	assert_int_equal(mountpoint_top_id(path, "/mnt", &id), 1);
+	assert_true(id == 40); /* the FUSE mount on top, not the tmpfs */
+	assert_int_equal(mountpoint_top_id(path, "/srv/my share", &id), 1);
+	assert_true(id == 30);
+	assert_int_equal(mountpoint_top_id(path, "/nowhere", &id), 0);
+	assert_int_equal(mountpoint_id_listed(path, 40), 1);
+	assert_int_equal(mountpoint_id_listed(path, 45), 1);
+	assert_int_equal(mountpoint_id_listed(path, 4), 0);
+	assert_int_equal(mountpoint_id_listed(path, 46), 0);
+	assert_true(mountpoint_id_listed("/nonexistent/mountinfo", 40) < 0);
+}
+
 static int remember(const struct mountinfo_entry *m, void *arg)
 {
 	struct seen *s = arg;
@@ -158,6 +176,7 @@ int main(void)
 		cmocka_unit_test(test_not_a_mountpoint),
 		cmocka_unit_test(test_made_by_root),
 		cmocka_unit_test(test_each_gives_every_field),
+		cmocka_unit_test(test_top_id_and_listed),
 	};
 
 	return cmocka_run_group_tests(tests, write_mountinfo, remove_mountinfo);
