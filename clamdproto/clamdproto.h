@@ -397,6 +397,14 @@ int cdp_ping(struct cdp_pool *pool, struct cdp_result *res);
 int cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
 		struct cdp_result *res);
 int cdp_stats(struct cdp_pool *pool, char **textp, struct cdp_result *res);
+/*
+ * cdp_ping() and cdp_version() under @cancel (may be NULL): -ECANCELED,
+ * res->cat CDP_ERR_CANCELLED, once it triggers (a thread being stopped).
+ */
+int cdp_ping_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
+		    struct cdp_result *res);
+int cdp_version_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
+		       struct cdp_version *ver, struct cdp_result *res);
 
 /* -------------------------------------------------------- pure parsers */
 

@@ -118,12 +118,6 @@ ssize_t cdp_tls_recv(SSL *ssl, void *buf, size_t len, short *events);
  * the socket readable carried no data (a TLS 1.3 session ticket). */
 int cdp_tls_has_input(SSL *ssl);
 
-/* ------------------------------------------------------------- pool.c */
-
-/* cdp_ping() under @cancel (may be NULL): -ECANCELED once it triggers. */
-int cdp_ping_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
-		    struct cdp_result *res);
-
 /* ------------------------------------------------------------- conn.c */
 
 int64_t cdp_now_ms(void);

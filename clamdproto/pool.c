@@ -878,9 +878,15 @@ int cdp_ping_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
 int cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
 		struct cdp_result *res)
 {
+	return cdp_version_cancel(pool, NULL, ver, res);
+}
+
+int cdp_version_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
+		       struct cdp_version *ver, struct cdp_result *res)
+{
 	struct cmd cmd = {.kind = CMD_VERSION, .ver = ver};
 
-	return simple(pool, &cmd, NULL, res);
+	return simple(pool, &cmd, cancel, res);
 }
 
 int cdp_stats(struct cdp_pool *pool, char **textp, struct cdp_result *res)

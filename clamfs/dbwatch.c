@@ -14,8 +14,9 @@
 
 #include "log.h"
 
-/* What one backend answered last. */
+/* What one backend, by address, answered last. */
 struct seen {
+	char *addr;
 	bool known;
 	struct cdp_version ver;
 };
@@ -35,12 +36,12 @@ struct dbwatch {
 	struct cdp_version newest; /* of what any backend answered */
 	/*
 	 * Per backend of the fleet last asked, by index; only the checking
-	 * thread reads them. The fleet is compared, never dereferenced: a
-	 * reload may have freed it.
+	 * thread touches them. Keyed by address, not by the fleet: a reload
+	 * may have freed that, and its successor has the same clamds.
 	 */
-	const struct cdp_fleet *fleet;
 	size_t n;
 	struct seen *seen;
+	struct cdp_cancel *cancel; /* the VERSION under way, at stop */
 };
 
 static bool version_differs(const struct cdp_version *a,
@@ -83,25 +84,67 @@ static void report_change(struct dbwatch *w, bool up,
 			 ver->engine, ver->db_version);
 }
 
+static void forget_all(struct seen *seen, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(seen[i].addr);
+	free(seen);
+}
+
+static bool same_backends(const struct dbwatch *w,
+			  const struct cdp_fleet *fleet, size_t n)
+{
+	if (n != w->n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(w->seen[i].addr, cdp_fleet_addr(fleet, i)) != 0)
+			return false;
+	return true;
+}
+
 /*
- * Another fleet (a reload) or another size: its backends are new, and
- * what the old ones answered says nothing about them. 0 or -ENOMEM.
+ * Another list of backends (a reload): what a clamd that stays on the list
+ * answered last carries over, by address. Forgetting it would let a
+ * rollout slip by: a clamd still on the old database keeps caching
+ * verdicts, the reload forgets it, it updates, and its new database, no
+ * newer than the newest seen, would drop nothing. 0 or -ENOMEM.
  */
 static int remember_fleet(struct dbwatch *w, const struct cdp_fleet *fleet,
 			  size_t n)
 {
 	struct seen *seen;
 
-	if (fleet == w->fleet && n == w->n)
+	if (same_backends(w, fleet, n))
 		return 0;
 	seen = calloc(n, sizeof(*seen));
 	if (!seen)
 		return -ENOMEM;
-	free(w->seen);
+	for (size_t i = 0; i < n; i++) {
+		seen[i].addr = strdup(cdp_fleet_addr(fleet, i));
+		if (!seen[i].addr) {
+			forget_all(seen, n);
+			return -ENOMEM;
+		}
+		for (size_t j = 0; j < w->n; j++)
+			if (strcmp(w->seen[j].addr, seen[i].addr) == 0) {
+				seen[i].known = w->seen[j].known;
+				seen[i].ver = w->seen[j].ver;
+			}
+	}
+	forget_all(w->seen, w->n);
 	w->seen = seen;
-	w->fleet = fleet;
 	w->n = n;
 	return 0;
+}
+
+static bool stopping(struct dbwatch *w)
+{
+	bool stop;
+
+	pthread_mutex_lock(&w->lock);
+	stop = w->stop;
+	pthread_mutex_unlock(&w->lock);
+	return stop;
 }
 
 /*
@@ -171,9 +214,15 @@ void dbwatch_check(struct dbwatch *w)
 		struct cdp_result r = {0};
 		struct cdp_version ver;
 
+		/* one VERSION per backend: a stop must not wait for them all */
+		if (stopping(w)) {
+			w->src.unpin(w->src.arg, pin);
+			return;
+		}
 		if (!ask_backend(fleet, i, ask_all))
 			continue;
-		if (cdp_version(cdp_fleet_pool(fleet, i), &ver, &r) != 0) {
+		if (cdp_version_cancel(cdp_fleet_pool(fleet, i), w->cancel,
+				       &ver, &r) != 0) {
 			res = r; /* the last failure, for the log */
 			continue;
 		}
@@ -183,7 +232,8 @@ void dbwatch_check(struct dbwatch *w)
 		if (!drop)
 			drop = stale_after(w, i, &ver, cdp_fleet_addr(fleet, i),
 					   why, sizeof(why));
-		w->seen[i] = (struct seen){.known = true, .ver = ver};
+		w->seen[i].known = true;
+		w->seen[i].ver = ver;
 	}
 	w->src.unpin(w->src.arg, pin);
 	report_change(w, up, &answered, &res);
@@ -270,6 +320,11 @@ int dbwatch_new(const struct dbwatch_source *src, struct stats *stats,
 		return -ENOMEM;
 	w->src = *src;
 	w->stats = stats;
+	w->cancel = cdp_cancel_new();
+	if (!w->cancel) {
+		free(w);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -311,10 +366,12 @@ void dbwatch_stop(struct dbwatch *w)
 		w->stop = true;
 		pthread_cond_signal(&w->wake);
 		pthread_mutex_unlock(&w->lock);
+		cdp_cancel_trigger(w->cancel);
 		pthread_join(w->thread, NULL);
 	}
 	pthread_cond_destroy(&w->wake);
 	pthread_mutex_destroy(&w->lock);
-	free(w->seen);
+	forget_all(w->seen, w->n);
+	cdp_cancel_free(w->cancel);
 	free(w);
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -28,6 +29,7 @@
 static struct fake {
 	bool down;	       /* VERSION fails (connection refused) */
 	bool ejected;	       /* as cdp_fleet_backend_stats says */
+	bool silent;	       /* answers nothing until cancelled or 2 s */
 	unsigned long version; /* its database version */
 	unsigned calls;	       /* VERSION queries it got */
 } fake[MAX_BACKENDS];
@@ -37,18 +39,38 @@ static unsigned drops;
 
 int __real_cdp_fleet_backend_stats(struct cdp_fleet *f, size_t i,
 				   struct cdp_backend_stats *st);
-int __wrap_cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
-		       struct cdp_result *res);
+int __wrap_cdp_version_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
+			      struct cdp_version *ver, struct cdp_result *res);
 int __wrap_cdp_fleet_backend_stats(struct cdp_fleet *f, size_t i,
 				   struct cdp_backend_stats *st);
 
-int __wrap_cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
-		       struct cdp_result *res)
+/* A clamd that accepts and never answers, as far as io_timeout allows. */
+static int silence(struct cdp_cancel *cancel, struct cdp_result *res)
+{
+	const struct timespec slice = {0, 5 * 1000 * 1000};
+
+	for (int waited = 0; waited < 2000; waited += 5) {
+		if (cdp_cancel_triggered(cancel)) {
+			*res = (struct cdp_result){.verdict = CDP_ERROR,
+						   .cat = CDP_ERR_CANCELLED};
+			return -ECANCELED;
+		}
+		nanosleep(&slice, NULL);
+	}
+	*res = (struct cdp_result){.verdict = CDP_ERROR,
+				   .cat = CDP_ERR_TIMEOUT};
+	return -ETIMEDOUT;
+}
+
+int __wrap_cdp_version_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
+			      struct cdp_version *ver, struct cdp_result *res)
 {
 	for (size_t i = 0; i < cdp_fleet_size(fleet); i++) {
 		if (cdp_fleet_pool(fleet, i) != pool)
 			continue;
 		fake[i].calls++;
+		if (fake[i].silent)
+			return silence(cancel, res);
 		if (fake[i].down) {
 			*res = (struct cdp_result){.verdict = CDP_ERROR,
 						   .cat = CDP_ERR_CONNECT};
@@ -276,25 +298,77 @@ static void first_seen_newer_drops_older_does_not(void **state)
 	teardown(c);
 }
 
-static void a_new_fleet_starts_afresh(void **state)
+/*
+ * A reload builds a new fleet of the same clamds: what each answered
+ * carries over by address. Forgotten, a rollout finished after the reload
+ * dropped nothing: backend 0 cached verdicts on 100 while backend 1 was
+ * on 101, then updated too, and 101 was no newer than the newest seen.
+ */
+static void a_reload_keeps_each_clamds_record(void **state)
 {
 	struct ctx *c = setup(2);
 	struct cdp_fleet *old;
 
 	(void)state;
-	fake[0].version = 100;
-	fake[1].version = 200;
+	fake[0].version = fake[1].version = 100;
 	dbwatch_check(c->w);
-	/* a reload: backend 0 now is another clamd on another database */
+	fake[1].version = 101;
+	dbwatch_check(c->w);
+	assert_int_equal(drops, 1);
+	/* a reload adds a clamd on the newest database, and before the
+	 * next check backend 0 finishes the rollout: its verdicts of 100 go */
 	old = fleet;
-	fleet = new_fleet(1);
+	fleet = new_fleet(3);
 	cdp_fleet_free(old);
-	fake[0].version = 200;
-	fake[1].version = 0;
+	fake[2].version = 101;
+	fake[0].version = 101;
 	dbwatch_check(c->w);
-	assert_int_equal(drops, 0);
-	assert_int_equal(described_version(c->w), 200);
+	assert_int_equal(drops, 2);
+	/* the new clamd, first seen on the newest database, dropped nothing */
+	dbwatch_check(c->w);
+	assert_int_equal(drops, 2);
+	/* the same list again, as a reload of another setting builds it */
+	old = fleet;
+	fleet = new_fleet(3);
+	cdp_fleet_free(old);
+	fake[1].version = 102;
+	dbwatch_check(c->w);
+	assert_int_equal(drops, 3);
+	assert_int_equal(described_version(c->w), 102);
 	teardown(c);
+}
+
+/* A stop waits for no VERSION: one per backend added up to n deadlines. */
+static void a_stop_cancels_the_version_under_way(void **state)
+{
+	static const struct dbwatch_source src = {
+		.pin_fleet = pin_fleet,
+		.unpin = unpin,
+		.drop_verdicts = drop_verdicts,
+	};
+	const struct timespec settle = {0, 100 * 1000 * 1000};
+	struct timespec t0, t1;
+	struct stats stats = {0};
+	struct dbwatch *w;
+	long ms;
+
+	(void)state;
+	memset(fake, 0, sizeof(fake));
+	fleet = new_fleet(3);
+	for (int i = 0; i < 3; i++)
+		fake[i].silent = true;
+	assert_int_equal(dbwatch_start(&src, &stats, 60, &w), 0);
+	nanosleep(&settle, NULL);
+	assert_int_equal(fake[0].calls, 1); /* the first is under way */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	dbwatch_stop(w);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+	     (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	assert_true(ms < 500);
+	assert_int_equal(fake[1].calls + fake[2].calls, 0);
+	cdp_fleet_free(fleet);
+	fleet = NULL;
 }
 
 int main(void)
@@ -305,7 +379,8 @@ int main(void)
 		cmocka_unit_test(ejected_backends_are_left_to_the_prober),
 		cmocka_unit_test(every_step_of_a_rollout_drops),
 		cmocka_unit_test(first_seen_newer_drops_older_does_not),
-		cmocka_unit_test(a_new_fleet_starts_afresh),
+		cmocka_unit_test(a_reload_keeps_each_clamds_record),
+		cmocka_unit_test(a_stop_cancels_the_version_under_way),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
