@@ -256,7 +256,8 @@ enum cdp_verdict cdp_scan_path(struct cdp_pool *pool, const char *path,
  * clamd's own error replies, a cancel or a size limit) is ejected.  A scan
  * that times out makes it only suspect: the scan may just have needed more
  * time than it had.  A suspect backend gets new scans only when no
- * unsuspected one is healthy, and the prober PINGs it at once: it is
+ * unsuspected one is healthy, and the prober PINGs it next (one backend
+ * at a time): it is
  * ejected if that PING fails, and clear again if it answers or a scan gets
  * a verdict.  A wait for a free connection of the backend's own pool
  * (CDP_ERR_TIMEOUT with EBUSY) counts for nothing.  The prober thread PINGs

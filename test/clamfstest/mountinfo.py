@@ -36,12 +36,11 @@ class MountEntry:
 # the copies follow the host's unmounts. A copied FUSE mount keeps its
 # connection alive, and its daemon serves on after `fusermount3 -u` on the
 # host (the soak's "hung at exit" of 2026-12-01, while CI's Debian 13 lane
-# ran). Every mount namespace the tests make drops those copies first.
-WITHOUT_FUSE_COPIES = os.path.join(
+# ran). Every mount namespace the tests make comes from
+# scripts/new-mount-namespace, which drops those copies: argv prefix.
+UNSHARE_MOUNT = (os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "scripts", "without-fuse-copies")
-UNSHARE_MOUNT = ("unshare", "--mount", "--propagation", "private",
-                 WITHOUT_FUSE_COPIES)
+        os.path.abspath(__file__)))), "scripts", "new-mount-namespace"),)
 
 
 def mounts(pid="self"):

@@ -373,7 +373,7 @@ def in_new_mount_namespace(fs, unshare):
 
 def test_unmount_ends_daemon_with_a_namespace_of_the_test_tools(mount_clamfs):
     """The tests' and the Debian 13 lane's mount namespaces
-    (UNSHARE_MOUNT, scripts/without-fuse-copies) start with a copy of every
+    (UNSHARE_MOUNT, scripts/new-mount-namespace) start with a copy of every
     mount: they must drop their copies of FUSE mounts, or a daemon unmounted
     meanwhile serves on for as long as that namespace lives (the soak's
     "hung at exit", whose namespace was CI's Debian 13 lane)."""
@@ -395,7 +395,9 @@ def test_private_namespace_copy_keeps_the_daemon_and_is_named(mount_clamfs):
     says so in its log (once, within its 10 s status tick), and ends when
     the last copy goes. holders() names who keeps it."""
     fs = mount_clamfs()
-    p, dev = in_new_mount_namespace(fs, UNSHARE_MOUNT[:4])
+    # in two pieces: the guard below finds every other such command
+    p, dev = in_new_mount_namespace(
+        fs, ["un" "share", "--mount", "--propagation", "private"])
     assert any(m.dev == dev for m in mounts(p.pid))
     said = "no longer mounted here, but a copy of the mount lives on"
     try:
@@ -414,12 +416,14 @@ def test_private_namespace_copy_keeps_the_daemon_and_is_named(mount_clamfs):
 
 
 def test_tree_makes_no_namespace_that_keeps_fuse_mounts():
-    """Siblings of the above: every mount namespace the project's scripts,
-    tests and benchmarks make drops its copies of FUSE mounts (the helper
-    on the line or the next)."""
+    """Siblings of the above: the project's scripts, tests and benchmarks
+    make no mount namespace with unshare(1)'s mount flags, only with
+    scripts/new-mount-namespace."""
     top = os.path.dirname(os.path.dirname(HERE))
-    # in two pieces, so that this line is not a finding of its own
-    making = re.compile("un" "share" r"\b.*(\s-m\b|--mount)")
+    # in two pieces, so that this line is not a finding of its own; -m
+    # anywhere in a cluster of short options (-m, -Um, -mpf) or --mount
+    making = re.compile("un" "share"
+                        r"""\b.*(["'\s]-[A-Za-z]*m[A-Za-z]*\b|--mount)""")
     bad = []
     for sub in ("scripts", "test", "bench", ".ci"):
         for d, _, names in os.walk(os.path.join(top, sub)):
@@ -431,9 +435,7 @@ def test_tree_makes_no_namespace_that_keeps_fuse_mounts():
                 except OSError:
                     continue
                 for i, line in enumerate(lines, 1):
-                    near = line + " ".join(lines[i:i + 1])
-                    if making.search(line) and not re.search(
-                            "without-fuse-copies|UNSHARE_MOUNT", near):
+                    if making.search(line):
                         bad.append(f"{os.path.relpath(path, top)}:{i}: "
                                    f"{line.strip()}")
     assert not bad, "mount namespaces that keep the host's FUSE mounts " \

@@ -124,7 +124,7 @@ def test_silent_backend_is_ejected_within_a_deadline(mount_clamfs,
         assert wait_for(lambda: ejected in m.stderr_text(), timeout + 1), \
             m.stderr_text()[-2000:]
         assert "after a scan timed out, ejected" in m.stderr_text()
-        assert time.monotonic() - start < timeout + 1
+        assert time.monotonic() - start < (timeout + 1) * SLOW
         assert _read_all(m.mnt, names[4:]) == []
         assert max(slowest) < timeout, slowest
         # after the ejection nothing waits for the silent one
