@@ -13,6 +13,7 @@ and work directories, the private clamd's socket) are replaced by names
 when the exact commands are shown.
 """
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -28,6 +29,8 @@ from figures import (ALL_CONTENDERS, BONNIE_FIELDS, CLAMFS12_XML,
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
 TEMPLATE = os.path.join(HERE, "page.md.in")
+# bench/fleet/run's results, one Markdown file a run: the newest is shown
+FLEET_RESULTS = os.path.join(TOP, "bench", "fleet", "results-*.md")
 
 
 def load_prose(path=TEMPLATE):
@@ -421,6 +424,27 @@ def why_for(env, key):
 
 
 
+def fleet_section():
+    """The newest results of bench/fleet/run (a page of its own, measured
+    apart from the lanes) after the template's prose on them; nothing
+    while there are none."""
+    files = sorted(glob.glob(FLEET_RESULTS))
+    if not files:
+        return []
+    with open(files[-1]) as f:
+        body = f.read().splitlines()
+    # its title goes, its sections become subsections of this one
+    body = ["#" + l if l.startswith("## ") else l for l in body
+            if not l.startswith("# ")]
+    while body and not body[0].strip():
+        body.pop(0)
+    while body and not body[-1].strip():
+        body.pop()
+    return (["## Scanning with a fleet of clamd backends", ""] +
+            prose("fleet", results=os.path.relpath(files[-1], TOP)) +
+            body + [""])
+
+
 def render(lanes, img_rel):
     L = ["# clamfs benchmarks", ""]
     L += prose("intro", nlanes=len(lanes),
@@ -531,6 +555,7 @@ def render(lanes, img_rel):
         for what, c in J["cmds"]:
             L.append("%-16s %s" % (what + ":", depath_cmd(c)))
         L += ["```", ""]
+    L += fleet_section()
     L += prose("clamfs12") + ["```xml",
           (CLAMFS12_XML % {"socket": "CLAMD_SOCKET", "root": "BACKEND",
                            "mnt": "MOUNTPOINT",
