@@ -76,6 +76,45 @@ def try_read(path):
         return ("err", errname(e.errno))
 
 
+def read_all(mnt, names, threads=8, after=None):
+    """Reads every file once through the mount with `threads` readers;
+    after=(count, fn): fn() runs, in a thread of its own, once count reads
+    are done (a fault in mid-run). Returns the failures as (name, error)."""
+    failures, done = [], [0]
+    lock = threading.Lock()
+    it = iter(names)
+    due = threading.Event()
+    count, fn = after or (0, None)
+
+    def reader():
+        while True:
+            with lock:
+                name = next(it, None)
+            if name is None:
+                return
+            r = try_read(os.path.join(mnt, name))
+            with lock:
+                done[0] += 1
+                if r[0] != "ok":
+                    failures.append((name, r[1]))
+                if fn and done[0] >= count:
+                    due.set()
+
+    fault = threading.Thread(target=lambda: due.wait() and fn()) \
+        if fn else None
+    if fault:
+        fault.start()
+    ts = [threading.Thread(target=reader) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if fault:
+        due.set()
+        fault.join()
+    return failures
+
+
 def try_open(path, flags, mode=0o644):
     """('ok', None) (the fd is closed again) or ('err', name)."""
     try:

@@ -26,33 +26,7 @@ from clamfstest.env import SLOW
 from promutil import (parse_exposition, promtool, promtool_check,
                       run_stats)
 from fakeclamd import FakeClamd
-from scanutil import mount_scan, put, stats, try_read, wait_for
-
-
-def _read_all(mnt, names, threads=8):
-    """Reads every file through the mount with `threads` readers; returns
-    the failures as (name, error)."""
-    failures = []
-    lock = threading.Lock()
-    it = iter(names)
-
-    def reader():
-        while True:
-            with lock:
-                name = next(it, None)
-            if name is None:
-                return
-            r = try_read(os.path.join(mnt, name))
-            if r[0] != "ok":
-                with lock:
-                    failures.append((name, r[1]))
-
-    ts = [threading.Thread(target=reader) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return failures
+from scanutil import mount_scan, put, read_all, stats, try_read, wait_for
 
 
 def _fleet_opts(clamds, *more):
@@ -71,7 +45,7 @@ def test_kill_one_of_three_mid_run(mount_clamfs, clamd_factory):
     before = [c.scan_count() for c in cs]
     result = {}
     t = threading.Thread(
-        target=lambda: result.setdefault("f", _read_all(m.mnt, names)))
+        target=lambda: result.setdefault("f", read_all(m.mnt, names)))
     t.start()
     # every backend takes a share, then one dies mid-run
     assert wait_for(lambda: all(c.scan_count() > b + 20
@@ -89,7 +63,7 @@ def test_kill_one_of_three_mid_run(mount_clamfs, clamd_factory):
     assert wait_for(lambda: "back in the fleet" in m.stderr_text(),
                     10 * SLOW), m.stderr_text()[-2000:]
     back_at = cs[1].scan_count()
-    assert _read_all(m.mnt, later) == []
+    assert read_all(m.mnt, later) == []
     assert cs[1].wait_scan_count(back_at + 30) > back_at + 30
 
 
@@ -125,11 +99,11 @@ def test_silent_backend_is_ejected_within_a_deadline(mount_clamfs,
             m.stderr_text()[-2000:]
         assert "after a scan timed out, ejected" in m.stderr_text()
         assert time.monotonic() - start < (timeout + 1) * SLOW
-        assert _read_all(m.mnt, names[4:]) == []
+        assert read_all(m.mnt, names[4:]) == []
         assert max(slowest) < timeout, slowest
         # after the ejection nothing waits for the silent one
         t = time.monotonic()
-        assert _read_all(m.mnt, [n for n in names[4:]]) == []
+        assert read_all(m.mnt, [n for n in names[4:]]) == []
         assert time.monotonic() - t < timeout / 2
     finally:
         silent.close()
@@ -164,7 +138,7 @@ def test_per_backend_stats_and_prometheus(mount_clamfs, clamd_factory):
     for n in names + later:
         put(m.b(n), b"file %s\n" % n.encode())
     before = [c.scan_count() for c in cs]
-    assert _read_all(m.mnt, names, threads=4) == []
+    assert read_all(m.mnt, names, threads=4) == []
     st = stats(m.mnt)
     assert st["backends"] == 2
     for i, c in enumerate(cs):
@@ -184,7 +158,7 @@ def test_per_backend_stats_and_prometheus(mount_clamfs, clamd_factory):
 
     cs[1].kill()
     # scans on it fail and eject it (or the prober's PING does)
-    assert _read_all(m.mnt, later, threads=4) == []
+    assert read_all(m.mnt, later, threads=4) == []
     assert wait_for(lambda: stats(m.mnt)["backend_1_state"] == "ejected",
                     10 * SLOW)
     st = stats(m.mnt)
@@ -280,7 +254,7 @@ def test_sighup_adds_and_removes_a_backend(admin, clamd_factory):
     _fleet_ini(cfg, b, mnt, cs[:1])
     m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
     names = _fresh_files(b, "a", 20)
-    assert _read_all(mnt, names, threads=4) == []
+    assert read_all(mnt, names, threads=4) == []
     assert _addrs(stats(mnt)) == [cs[0].tcp_addr]
     assert cs[0].wait_scan_count(20) == 20 and cs[1].scan_count() == 0
 
@@ -293,7 +267,7 @@ def test_sighup_adds_and_removes_a_backend(admin, clamd_factory):
     assert all(st[f"backend_{i}_scans"] == 0 for i in range(2))
     at = [c.scan_count() for c in cs]
     names = _fresh_files(b, "b", 40)
-    assert _read_all(mnt, names, threads=4) == []
+    assert read_all(mnt, names, threads=4) == []
     st = stats(mnt)
     per = [st[f"backend_{i}_scans"] for i in range(2)]
     assert sum(per) == 40 and min(per) > 0, per
@@ -307,13 +281,13 @@ def test_sighup_adds_and_removes_a_backend(admin, clamd_factory):
     assert _addrs(stats(mnt)) == [cs[1].tcp_addr]
     at = [c.scan_count() for c in cs]
     names = _fresh_files(b, "c", 20)
-    assert _read_all(mnt, names, threads=4) == []
+    assert read_all(mnt, names, threads=4) == []
     assert cs[1].wait_scan_count(at[1] + 20) == at[1] + 20
     assert cs[0].scan_count() == at[0]
     # the removed one is not needed at all
     cs[0].kill()
     names = _fresh_files(b, "d", 5)
-    assert _read_all(mnt, names, threads=4) == []
+    assert read_all(mnt, names, threads=4) == []
     assert "ejected" not in m.stderr_text()
 
 
@@ -337,7 +311,7 @@ def test_o_clamd_replaces_the_files_list(admin, clamd_factory):
     assert _addrs(stats(mnt2)) == [cs[2].tcp_addr, cs[3].tcp_addr]
     at = [c.scan_count() for c in cs]
     names = _fresh_files(b2, "a", 30)
-    assert _read_all(mnt2, names, threads=4) == []
+    assert read_all(mnt2, names, threads=4) == []
     assert wait_for(lambda: sum(c.scan_count() for c in cs[2:]) ==
                     sum(at[2:]) + 30, 10 * SLOW)
     assert [c.scan_count() for c in cs[:2]] == at[:2]
@@ -347,5 +321,5 @@ def test_o_clamd_replaces_the_files_list(admin, clamd_factory):
     assert wait_log(m, "SIGHUP: configuration"), m.stderr_text()
     assert _addrs(stats(mnt2)) == [cs[2].tcp_addr, cs[3].tcp_addr]
     names = _fresh_files(b2, "b", 10)
-    assert _read_all(mnt2, names, threads=4) == []
+    assert read_all(mnt2, names, threads=4) == []
     assert [c.scan_count() for c in cs[:2]] == at[:2]

@@ -10,7 +10,6 @@
 # can mark it down: clamfs' retry, which goes back to the same address,
 # must not land in that moment (scanq.c waits briefly before it).
 import os
-import threading
 import time
 
 import pytest
@@ -19,7 +18,7 @@ from clamfstest import haproxy
 from clamfstest.clamd import free_tcp_port
 from clamfstest.env import SLOW
 from clamfstest.wait import wait_for
-from scanutil import mount_scan, put, try_read
+from scanutil import mount_scan, put, read_all
 
 pytestmark = pytest.mark.skipif(haproxy.available() is not None,
                                 reason=str(haproxy.available()))
@@ -71,40 +70,6 @@ def _up(h):
     return up
 
 
-def _read_all(mnt, names, kill_after, kill):
-    """8 readers open every file once; kill() runs (in its own thread) once
-    kill_after opens are done. Returns the failures as (name, error)."""
-    failures, done = [], [0]
-    lock = threading.Lock()
-    it = iter(names)
-    due = threading.Event()
-
-    def reader():
-        while True:
-            with lock:
-                name = next(it, None)
-            if name is None:
-                return
-            r = try_read(os.path.join(mnt, name))
-            with lock:
-                done[0] += 1
-                if r[0] != "ok":
-                    failures.append((name, r[1]))
-                if done[0] >= kill_after:
-                    due.set()
-
-    killer = threading.Thread(target=lambda: due.wait() and kill())
-    killer.start()
-    ts = [threading.Thread(target=reader) for _ in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    due.set()
-    killer.join()
-    return failures
-
-
 def test_kill_one_clamd_behind_haproxy(mount_clamfs, clamd_factory):
     cs = [clamd_factory() for _ in range(2)]
     port = free_tcp_port()
@@ -121,7 +86,8 @@ def test_kill_one_clamd_behind_haproxy(mount_clamfs, clamd_factory):
             names = [f"r{run}f{i:04d}" for i in range(FILES)]
             for n in names:
                 put(m.b(n), b"file %s\n" % n.encode())
-            failures = _read_all(m.mnt, names, FILES // 3, victim.kill)
+            failures = read_all(m.mnt, names,
+                                after=(FILES // 3, victim.kill))
             if failures:
                 failed.append((run, failures))
             # the next run starts from both marked up again
