@@ -31,7 +31,7 @@ static struct fake {
 	bool ejected;	       /* as cdp_fleet_backend_stats says */
 	bool silent;	       /* answers nothing until cancelled or 2 s */
 	unsigned long version; /* its database version */
-	unsigned calls;	       /* VERSION queries it got */
+	unsigned calls; /* VERSION queries it got (atomic: the watch thread) */
 } fake[MAX_BACKENDS];
 
 static struct cdp_fleet *fleet;
@@ -68,7 +68,7 @@ int __wrap_cdp_version_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
 	for (size_t i = 0; i < cdp_fleet_size(fleet); i++) {
 		if (cdp_fleet_pool(fleet, i) != pool)
 			continue;
-		fake[i].calls++;
+		__atomic_fetch_add(&fake[i].calls, 1, __ATOMIC_RELEASE);
 		if (fake[i].silent)
 			return silence(cancel, res);
 		if (fake[i].down) {
@@ -359,7 +359,8 @@ static void a_stop_cancels_the_version_under_way(void **state)
 		fake[i].silent = true;
 	assert_int_equal(dbwatch_start(&src, &stats, 60, &w), 0);
 	nanosleep(&settle, NULL);
-	assert_int_equal(fake[0].calls, 1); /* the first is under way */
+	/* the first is under way */
+	assert_int_equal(__atomic_load_n(&fake[0].calls, __ATOMIC_ACQUIRE), 1);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	dbwatch_stop(w);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
