@@ -58,10 +58,17 @@ def test_kill_one_of_three_mid_run(mount_clamfs, clamd_factory):
     assert after[0] > at_kill[0] + 100 and after[2] > at_kill[2] + 100, \
         (at_kill, after)
     assert "ejected" in m.stderr_text()
-    # back: the prober readmits it and it takes scans again
+    # back: the prober readmits it and it takes scans again. A PING the
+    # dying clamd still answered may have readmitted it once already (and
+    # its next scan ejected it again): wait for a new readmission, not for
+    # the line
+    def readmissions():
+        return sum(1 for l in m.stderr_text().splitlines()
+                   if cs[1].tcp_addr in l and "back in the fleet" in l)
+    seen = readmissions()
     cs[1].start()
-    assert wait_for(lambda: "back in the fleet" in m.stderr_text(),
-                    10 * SLOW), m.stderr_text()[-2000:]
+    assert wait_for(lambda: readmissions() > seen, 10 * SLOW), \
+        m.stderr_text()[-2000:]
     back_at = cs[1].scan_count()
     assert read_all(m.mnt, later) == []
     assert cs[1].wait_scan_count(back_at + 30) > back_at + 30
