@@ -135,6 +135,12 @@ static struct cdp_fleet *new_fleet(size_t n)
 	return f;
 }
 
+static const struct dbwatch_source src = {
+	.pin_fleet = pin_fleet,
+	.unpin = unpin,
+	.drop_verdicts = drop_verdicts,
+};
+
 struct ctx {
 	struct stats stats;
 	struct dbwatch *w;
@@ -142,11 +148,6 @@ struct ctx {
 
 static struct ctx *setup(size_t n)
 {
-	static const struct dbwatch_source src = {
-		.pin_fleet = pin_fleet,
-		.unpin = unpin,
-		.drop_verdicts = drop_verdicts,
-	};
 	struct ctx *c = calloc(1, sizeof(*c));
 
 	assert_non_null(c);
@@ -341,11 +342,6 @@ static void a_reload_keeps_each_clamds_record(void **state)
 /* A stop waits for no VERSION: one per backend added up to n deadlines. */
 static void a_stop_cancels_the_version_under_way(void **state)
 {
-	static const struct dbwatch_source src = {
-		.pin_fleet = pin_fleet,
-		.unpin = unpin,
-		.drop_verdicts = drop_verdicts,
-	};
 	const struct timespec settle = {0, 100 * 1000 * 1000};
 	struct timespec t0, t1;
 	struct stats stats = {0};
