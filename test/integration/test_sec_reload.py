@@ -204,6 +204,11 @@ def test_reload_storm_during_slow_scans(admin):
         for t in threads:
             t.start()
         n = 100
+        # One reload every 0.1 s at the most, so that the storm lasts at
+        # least 10 s on any machine: with 4 scan threads and 1 s per scan,
+        # that is room for about 40 scans overlapping reloads. Paced only by
+        # the reloads themselves, a fast machine ended the storm after 18.
+        start = time.monotonic()
         try:
             for i in range(1, n + 1):
                 write(**variants[i % len(variants)])
@@ -212,7 +217,7 @@ def test_reload_storm_during_slow_scans(admin):
                 got = wait_log(m, "SIGHUP:", count=i, timeout=10)
                 assert len(got) == i, \
                     f"reload {i}: {m.stderr_text()[-2000:]}"
-                time.sleep(0.03)
+                time.sleep(max(0.03, start + i * 0.1 - time.monotonic()))
         finally:
             stop.set()
             for t in threads:
