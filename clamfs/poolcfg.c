@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "log.h"
 
@@ -361,4 +362,73 @@ out:
 	free(bc);
 	free(b);
 	return ret;
+}
+
+static bool any_tls(const struct clamfs_opts *opts)
+{
+	for (const char *line = opts->clamd; line;) {
+		line += strspn(line, " \t");
+		if (strncmp(line, "tls://", 6) == 0)
+			return true;
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return false;
+}
+
+/* FNV-1a over what stat says of path (or the errno it gives); never 0. */
+static uint64_t stamp_file(const char *path)
+{
+	uint64_t fields[7] = {0}, h = 0xcbf29ce484222325ULL;
+	const unsigned char *p = (const unsigned char *)fields;
+	struct stat st;
+
+	if (stat(path, &st) == 0) {
+		fields[0] = st.st_dev;
+		fields[1] = st.st_ino;
+		fields[2] = (uint64_t)st.st_size;
+		fields[3] = (uint64_t)st.st_mtim.tv_sec;
+		fields[4] = (uint64_t)st.st_mtim.tv_nsec;
+		fields[5] = (uint64_t)st.st_ctim.tv_sec;
+		fields[6] = (uint64_t)st.st_ctim.tv_nsec;
+	} else {
+		fields[0] = (uint64_t)errno;
+	}
+	for (size_t i = 0; i < sizeof(fields); i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h ? h : 1;
+}
+
+void poolcfg_tls_stamp(const struct clamfs_opts *opts,
+		       struct poolcfg_tls_stamp *stamp)
+{
+	const char *files[] = {opts->clamd_tls_ca, opts->clamd_tls_cert,
+			       opts->clamd_tls_key};
+	bool tls = any_tls(opts);
+
+	for (size_t i = 0; i < 3; i++)
+		stamp->file[i] = tls && files[i] ? stamp_file(files[i]) : 0;
+}
+
+bool poolcfg_tls_describe(const struct poolcfg_tls_stamp *a,
+			  const struct poolcfg_tls_stamp *b, char *buf,
+			  size_t len)
+{
+	static const char *const names[] = {"clamd_tls_ca", "clamd_tls_cert",
+					    "clamd_tls_key"};
+	bool any = false;
+
+	for (size_t i = 0; i < 3; i++) {
+		size_t used = strlen(buf);
+
+		if (a->file[i] == b->file[i])
+			continue;
+		snprintf(buf + used, len - used, "%s%s file replaced",
+			 used ? ", " : "", names[i]);
+		any = true;
+	}
+	return any;
 }

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "clamdproto.h"
 #include "opts.h"
@@ -50,5 +51,30 @@ bool poolcfg_plaintext_remote(const struct clamfs_opts *opts);
 int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
 		enum scan_mode *mode, struct cdp_fleet **fleet, char *err,
 		size_t errlen);
+
+/*
+ * What the files tls:// backends load (clamd_tls_ca, _cert, _key) were
+ * when stamped: identity, size and times of each, so that one replaced
+ * under the same name (a rotated CA or client certificate) is noticed.
+ * All zero when no backend is tls://.
+ */
+struct poolcfg_tls_stamp {
+	uint64_t file[3]; /* ca, cert, key; 0: not set */
+};
+
+/*
+ * Stamps opts' TLS files, to be taken before the fleet that loads them is
+ * made: a file replaced in between then differs at the next comparison.
+ */
+void poolcfg_tls_stamp(const struct clamfs_opts *opts,
+		       struct poolcfg_tls_stamp *stamp);
+
+/*
+ * Whether a and b differ; appends "clamd_tls_ca file replaced" and the
+ * like, ", "-separated, to buf for each file that does.
+ */
+bool poolcfg_tls_describe(const struct poolcfg_tls_stamp *a,
+			  const struct poolcfg_tls_stamp *b, char *buf,
+			  size_t len);
 
 #endif

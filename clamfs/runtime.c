@@ -48,6 +48,8 @@ struct generation {
 	struct vcache *vcache;
 	struct detect *detect;
 	bool owns_fleet, owns_vcache, owns_detect;
+	/* the TLS files as fleet loaded them: a reload reads new ones */
+	struct poolcfg_tls_stamp tls_stamp;
 };
 
 struct runtime {
@@ -290,6 +292,7 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
+	poolcfg_tls_stamp(opts, &g->tls_stamp);
 	if (poolcfg_new(opts, 0, &fs->scan_mode, &g->fleet, err, sizeof(err))) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
@@ -665,7 +668,10 @@ static int reload_build(struct runtime *rt, const struct generation *g,
 			 "(quarantine_dir was not open)");
 		goto out;
 	}
-	if (optable_differs(o, n, RELOAD_POOL)) {
+	/* the fleet it keeps, or the one made from the files as stamped */
+	poolcfg_tls_stamp(n, &next->tls_stamp);
+	if (optable_differs(o, n, RELOAD_POOL) ||
+	    memcmp(&next->tls_stamp, &g->tls_stamp, sizeof(g->tls_stamp))) {
 		ret = poolcfg_new(n, 0, mode, &next->fleet, err, err_len);
 		if (ret)
 			goto out;
@@ -706,21 +712,27 @@ out:
 }
 
 /*
- * What a reload from o to n changes, as "key old->new, ..." in changes,
- * and the names of what it leaves for a remount in remount; both from the
- * option table. Returns whether anything differs.
+ * What a reload from g to next changes, as "key old->new, ..." in changes
+ * (from the option table, and TLS files replaced under the same name), and
+ * the names of what it leaves for a remount in remount. Returns whether
+ * anything differs.
  */
-static bool reload_describe(const struct clamfs_opts *o,
-			    const struct clamfs_opts *n, char *changes,
+static bool reload_describe(const struct generation *g,
+			    const struct generation *next, char *changes,
 			    size_t len, char *remount, size_t remount_len)
 {
 	static const enum opt_reload applied[] = {RELOAD_POOL, RELOAD_CACHE,
 						  RELOAD_HOOK, RELOAD_LIVE};
+	const struct clamfs_opts *o = g->opts, *n = next->opts;
 	bool quarantined = o->policy.on_infected == INFECTED_QUARANTINE;
 
 	changes[0] = remount[0] = '\0';
 	for (size_t i = 0; i < sizeof(applied) / sizeof(applied[0]); i++)
 		optable_describe(o, n, applied[i], changes, len);
+	/* a file replaced under a name that stayed the same */
+	if (!optable_differs(o, n, RELOAD_POOL))
+		poolcfg_tls_describe(&g->tls_stamp, &next->tls_stamp, changes,
+				     len);
 	optable_name_changes(o, n, RELOAD_REMOUNT, remount, remount_len);
 	/* quarantine_dir is opened at mount: starting to use it needs one */
 	if (quarantined != (n->policy.on_infected == INFECTED_QUARANTINE) &&
@@ -803,8 +815,8 @@ int runtime_reload(struct runtime *rt, const char *why, char *msg,
 		log_err("%s: %s", why, msg);
 		goto out;
 	}
-	if (!reload_describe(g->opts, next->opts, changes, sizeof(changes),
-			     remount, sizeof(remount))) {
+	if (!reload_describe(g, next, changes, sizeof(changes), remount,
+			     sizeof(remount))) {
 		/* a reload that changes nothing keeps what is in place */
 		generation_free(next);
 		snprintf(msg, msg_len,

@@ -6,10 +6,11 @@
 # fails closed with EIO and the log says why; a plaintext server answering
 # "stream: OK" on a tls:// address never yields a clean verdict; a client
 # certificate HAProxy requires works when configured and fails closed when
-# not. Also the configuration side: no tls:// without a CA, and the warning
+# not; a CA file replaced under the same name is in force after SIGHUP. Also the configuration side: no tls:// without a CA, and the warning
 # for plain TCP to another host.
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -271,6 +272,52 @@ def test_client_certificate(mount_clamfs, clamd, pki, proxy):
     fails = wait_for(lambda: scan_failures(m2), 5)
     assert fails and fails[0]["error"] in ("connect", "protocol"), \
         m2.stderr_text()
+
+
+def reloaded(m, count):
+    """SIGHUPs m and returns its count-th reload line."""
+    os.kill(m.pid, signal.SIGHUP)
+    lines = wait_for(lambda: [l for l in m.stderr_text().splitlines()
+                              if "SIGHUP:" in l][count - 1:], 10 * SLOW)
+    assert lines, m.stderr_text()[-2000:]
+    return lines[0]
+
+
+def test_rotated_ca_is_read_again_on_sighup(mount_clamfs, pki, proxy):
+    """An administrator who replaces the CA file under the same name (to
+    drop trust in a compromised CA, or to follow a terminator's new one)
+    and sends SIGHUP gets the new file in force at once, not at the next
+    restart: no option's text changed, yet the backends are rebuilt."""
+    d = tempfile.mkdtemp(prefix="cfca", dir="/tmp")
+    try:
+        ca = os.path.join(d, "ca.pem")
+
+        def rotate(src):
+            # as an administrator or a deploy tool would: a new file
+            # renamed over the old one
+            shutil.copyfile(src, ca + ".new")
+            os.rename(ca + ".new", ca)
+
+        rotate(pki.ca.cert)
+        m = tls_mount(mount_clamfs, proxy.port["ok"], f"clamd_tls_ca={ca}")
+        put(m.b("a.txt"), CLEAN)
+        assert try_read(m.m("a.txt")) == ("ok", CLEAN)
+        # trust moves to another CA: the terminator's certificate is no
+        # longer good enough
+        rotate(pki.other_ca.cert)
+        line = reloaded(m, 1)
+        assert "clamd_tls_ca" in line, line
+        refused(m, "b.txt", "unable to get local issuer")
+        # and back: scans work again without a remount
+        rotate(pki.ca.cert)
+        reloaded(m, 2)
+        put(m.b("c.txt"), CLEAN)
+        assert try_read(m.m("c.txt")) == ("ok", CLEAN)
+        # a SIGHUP with the files untouched rebuilds nothing
+        line = reloaded(m, 3)
+        assert "nothing changed" in line, line
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def check(*opts):

@@ -10,7 +10,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -195,6 +198,78 @@ static void test_fleet_lines(void **state)
 		-EINVAL);
 }
 
+/* opts with a clamd= line for each of addrs and clamd_tls_ca=ca */
+static void tls_opts(struct clamfs_opts *o, const char *const *addrs, size_t n,
+		     const char *ca)
+{
+	char arg[512], err[256];
+
+	assert_int_equal(optable_defaults(o), 0);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(arg, sizeof(arg), "clamd=%s", addrs[i]);
+		assert_int_equal(optable_set(o, optable_find("clamd"), addrs[i],
+					     arg, err, sizeof(err)),
+				 0);
+	}
+	snprintf(arg, sizeof(arg), "clamd_tls_ca=%s", ca);
+	assert_int_equal(optable_set(o, optable_find("clamd_tls_ca"), ca, arg,
+				     err, sizeof(err)),
+			 0);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void test_tls_stamp(void **state)
+{
+	static const char *const plain[] = {"tcp://127.0.0.1:3310"};
+	static const char *const fleet[] = {"/run/a.ctl",
+					    "tls://127.0.0.1:3311"};
+	char dir[] = "/tmp/cfstampXXXXXX", ca[64], tmp[64], changes[256] = "";
+	struct poolcfg_tls_stamp before, after, none;
+	struct clamfs_opts o;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+	snprintf(tmp, sizeof(tmp), "%s/ca.new", dir);
+	write_file(ca, "first CA\n");
+	/* no tls:// backend: nothing of the files matters */
+	tls_opts(&o, plain, 1, ca);
+	poolcfg_tls_stamp(&o, &none);
+	assert_int_equal(none.file[0], 0);
+	opts_free(&o);
+
+	tls_opts(&o, fleet, 2, ca);
+	poolcfg_tls_stamp(&o, &before);
+	assert_int_not_equal(before.file[0], 0);
+	assert_int_equal(before.file[1], 0); /* no client certificate */
+	poolcfg_tls_stamp(&o, &after);
+	assert_false(poolcfg_tls_describe(&before, &after, changes,
+					  sizeof(changes)));
+	assert_string_equal(changes, "");
+	/* replaced by rename under the same name, with the same size */
+	write_file(tmp, "other CA\n");
+	assert_int_equal(rename(tmp, ca), 0);
+	poolcfg_tls_stamp(&o, &after);
+	assert_true(poolcfg_tls_describe(&before, &after, changes,
+					 sizeof(changes)));
+	assert_string_equal(changes, "clamd_tls_ca file replaced");
+	/* gone: differs again, and a reload then fails on loading it */
+	before = after;
+	assert_int_equal(unlink(ca), 0);
+	poolcfg_tls_stamp(&o, &after);
+	assert_int_not_equal(before.file[0], after.file[0]);
+	opts_free(&o);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -202,6 +277,7 @@ int main(void)
 		cmocka_unit_test(test_refused_addresses),
 		cmocka_unit_test(test_fleet_lines),
 		cmocka_unit_test(test_plaintext_remote),
+		cmocka_unit_test(test_tls_stamp),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
