@@ -139,17 +139,16 @@ def test_certificate_refused(mount_clamfs, pki, proxy, case):
     refused(m, "f.txt", why)
 
 
-class PlainAnswerer:
-    """A TCP server that answers every connection with a clean verdict in
-    plain text, as a wrongly configured terminator (or an attacker) would;
-    it keeps the first bytes it received."""
+class LoopbackServer:
+    """A TCP listener on 127.0.0.1 that hands each connection, one at a
+    time in its own thread, to handle(conn); set attributes handle uses
+    before calling this __init__."""
 
     def __init__(self):
         self.srv = socket.socket()
         self.srv.bind(("127.0.0.1", 0))
         self.srv.listen(16)
         self.port = self.srv.getsockname()[1]
-        self.first = []
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
 
@@ -160,15 +159,28 @@ class PlainAnswerer:
             except OSError:
                 return
             with c:
-                c.settimeout(2)
                 try:
-                    self.first.append(c.recv(5))
-                    c.sendall(b"stream: OK\0" + b"1: stream: OK\0")
+                    self.handle(c)
                 except OSError:
                     pass
 
     def close(self):
         self.srv.close()
+
+
+class PlainAnswerer(LoopbackServer):
+    """Answers every connection with a clean verdict in plain text, as a
+    wrongly configured terminator (or an attacker) would; it keeps the
+    first bytes it received."""
+
+    def __init__(self):
+        self.first = []
+        super().__init__()
+
+    def handle(self, c):
+        c.settimeout(2)
+        self.first.append(c.recv(5))
+        c.sendall(b"stream: OK\0" + b"1: stream: OK\0")
 
 
 def test_plaintext_answer_refused(mount_clamfs, pki):
@@ -187,7 +199,7 @@ def test_plaintext_answer_refused(mount_clamfs, pki):
         srv.close()
 
 
-class CorruptRecords:
+class CorruptRecords(LoopbackServer):
     """A TLS server with the good certificate that completes the handshake
     and then answers with a record that cannot decrypt, as an attacker on
     the path can inject; the client gets a fatal TLS error mid-reply."""
@@ -195,42 +207,25 @@ class CorruptRecords:
     def __init__(self, pki):
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(pki.server.cert, pki.server.key)
-        self.srv = socket.socket()
-        self.srv.bind(("127.0.0.1", 0))
-        self.srv.listen(16)
-        self.port = self.srv.getsockname()[1]
         self.handshakes = 0
-        self.t = threading.Thread(target=self._run, daemon=True)
-        self.t.start()
+        super().__init__()
 
-    def _run(self):
-        while True:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            try:
-                c.settimeout(5)
-                with self.ctx.wrap_socket(c, server_side=True) as t:
-                    self.handshakes += 1
-                    got = b""
-                    # the whole INSTREAM, up to its zero-length chunk:
-                    # the client is then reading the verdict
-                    while not got.endswith(b"\0\0\0\0"):
-                        b = t.recv(65536)
-                        if not b:
-                            break
-                        got += b
-                    raw = socket.socket(fileno=os.dup(t.fileno()))
-                    with raw:
-                        raw.sendall(b"\x17\x03\x03\x00\x20" +
-                                    os.urandom(32))
-                        raw.recv(64)
-            except OSError:
-                pass
-
-    def close(self):
-        self.srv.close()
+    def handle(self, c):
+        c.settimeout(5)
+        with self.ctx.wrap_socket(c, server_side=True) as t:
+            self.handshakes += 1
+            got = b""
+            # the whole INSTREAM, up to its zero-length chunk: the client
+            # is then reading the verdict
+            while not got.endswith(b"\0\0\0\0"):
+                b = t.recv(65536)
+                if not b:
+                    break
+                got += b
+            raw = socket.socket(fileno=os.dup(t.fileno()))
+            with raw:
+                raw.sendall(b"\x17\x03\x03\x00\x20" + os.urandom(32))
+                raw.recv(64)
 
 
 def test_corrupt_record_after_handshake(mount_clamfs, pki):
