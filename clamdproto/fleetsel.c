@@ -125,18 +125,19 @@ cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 						     : CDP_FSEL_SAME;
 	if (!cdp_fsel_is_failure(res))
 		return CDP_FSEL_SAME;
+	if (b->ejected) {
+		/* sent there because none was healthy: it is now the one
+		 * that failed last (a timeout too: a wedged clamd must not
+		 * keep every scan), but only probes set the backoff */
+		b->failed_at = now;
+		return CDP_FSEL_SAME;
+	}
 	if (res->cat == CDP_ERR_TIMEOUT) {
-		if (b->ejected || b->suspect)
+		if (b->suspect)
 			return CDP_FSEL_SAME;
 		b->suspect = true;
 		b->next_probe = now;
 		return CDP_FSEL_SUSPECT;
-	}
-	if (b->ejected) {
-		/* sent there because none was healthy: it is now the one
-		 * that failed last, but only probes set the backoff */
-		b->failed_at = now;
-		return CDP_FSEL_SAME;
 	}
 	return cdp_fsel_failed(b, t, now) ? CDP_FSEL_EJECTED : CDP_FSEL_SAME;
 }

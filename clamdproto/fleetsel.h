@@ -96,15 +96,16 @@ enum cdp_fsel_change {
  * An attempt begun no later than @b's last failure says nothing newer
  * and is ignored: a clamd that dies with scans in flight is ejected once,
  * and one of them that still got its verdict does not readmit it.
- * A connect or protocol error ejects a healthy backend (cdp_fsel_failed);
- * on an ejected one (sent there because none was healthy) it only updates
- * failed_at: only failed probes lengthen the backoff.  A timeout only makes a
- * healthy backend suspect and due for a PING at once: the scan may have
- * needed more time than it had (a big file, or a first attempt given half
- * the deadline), and ejecting for that would eject every backend in turn;
- * the PING decides.  A verdict is cdp_fsel_succeeded.  Anything else
- * (clamd's own error, a cancel, a wait for a pool slot) says nothing about
- * the backend's health.
+ * A connect or protocol error ejects a healthy backend (cdp_fsel_failed).
+ * On an ejected one (sent there because none was healthy) any failure,
+ * a timeout too, only updates failed_at, so the next scan goes to another
+ * that may be back; only failed probes lengthen the backoff.  A timeout
+ * only makes a healthy backend suspect and due for a PING at once: the
+ * scan may have needed more time than it had (a big file, or a first
+ * attempt given half the deadline), and ejecting for that would eject
+ * every backend in turn; the PING decides.  A verdict is
+ * cdp_fsel_succeeded.  Anything else (clamd's own error, a cancel, a wait
+ * for a pool slot) says nothing about the backend's health.
  */
 enum cdp_fsel_change
 cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,

@@ -255,6 +255,38 @@ static enum cdp_fsel_change done(struct cdp_fsel *b, int64_t started,
 }
 
 /*
+ * Every backend ejected, scans go to the one that failed longest ago: when
+ * it times out (a wedged clamd that accepts and never answers), it becomes
+ * the one that failed last, so the next scan tries another that may be
+ * back, rather than every open waiting out its deadline on the same one.
+ */
+static void test_all_ejected_timeout_rotates(void **state)
+{
+	struct cdp_fsel b[2];
+	unsigned rr = 0;
+	int64_t started;
+
+	(void)state;
+	init(b, 2, NULL, 8);
+	cdp_fsel_failed(&b[0], &T, now + 100);
+	cdp_fsel_failed(&b[1], &T, now + 200);
+	now += 300;
+	assert_int_equal(cdp_fsel_pick(b, 2, -1, &rr), 0);
+	started = now;
+	now += 4000;
+	assert_int_equal(done(&b[0], started, CDP_ERR_TIMEOUT, ETIMEDOUT),
+			 CDP_FSEL_SAME);
+	assert_int_equal(cdp_fsel_pick(b, 2, -1, &rr), 1);
+	/* a wait for its own pool's slot says nothing of the backend */
+	started = now;
+	now += 4000;
+	done(&b[1], started, CDP_ERR_TIMEOUT, EBUSY);
+	assert_int_equal(cdp_fsel_pick(b, 2, -1, &rr), 1);
+	/* the backoff is the probes' business, as for connect errors */
+	assert_int_equal(b[0].backoff_ms, T.backoff_min_ms);
+}
+
+/*
  * A timeout may be the scan's own doing (a big file, or the first attempt
  * cut to half the deadline): it makes the backend suspect, and only a
  * failed PING then ejects it.
@@ -602,6 +634,7 @@ int main(void)
 		cmocka_unit_test(test_ejection_and_readmission),
 		cmocka_unit_test(test_backoff_doubles_to_cap),
 		cmocka_unit_test(test_all_ejected),
+		cmocka_unit_test(test_all_ejected_timeout_rotates),
 		cmocka_unit_test(test_timeout_is_suspect_until_ping),
 		cmocka_unit_test(test_pool_wait_is_not_the_backend),
 		cmocka_unit_test(test_inflight_outcomes_after_ejection),
