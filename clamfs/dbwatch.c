@@ -236,6 +236,9 @@ void dbwatch_check(struct dbwatch *w)
 		w->seen[i].ver = ver;
 	}
 	w->src.unpin(w->src.arg, pin);
+	/* the VERSION a stop cut short says nothing of clamd */
+	if (stopping(w))
+		return;
 	report_change(w, up, &answered, &res);
 	/* a backend not asked this time keeps what it answered last */
 	for (size_t i = 0; i < n; i++)

@@ -24,4 +24,4 @@ target_compile_definitions(test_optable PRIVATE
 clamfs_unit_test(test_dbwatch)
 target_link_libraries(test_dbwatch PRIVATE clamfs_core)
 target_link_options(test_dbwatch PRIVATE -Wl,--wrap=cdp_version_cancel
-	-Wl,--wrap=cdp_fleet_backend_stats)
+	-Wl,--wrap=cdp_fleet_backend_stats -Wl,--wrap=log_err)

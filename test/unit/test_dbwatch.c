@@ -36,6 +36,22 @@ static struct fake {
 
 static struct cdp_fleet *fleet;
 static unsigned drops;
+static unsigned errors_logged; /* log_err lines (atomic: the watch thread) */
+
+void __real_log_err(const char *fmt, ...);
+void __wrap_log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void __wrap_log_err(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	__atomic_fetch_add(&errors_logged, 1, __ATOMIC_RELEASE);
+	__real_log_err("%s", line);
+}
 
 int __real_cdp_fleet_backend_stats(struct cdp_fleet *f, size_t i,
 				   struct cdp_backend_stats *st);
@@ -368,6 +384,30 @@ static void a_stop_cancels_the_version_under_way(void **state)
 	fleet = NULL;
 }
 
+/*
+ * The VERSION a stop cancelled says nothing of clamd: a fleet of one (or
+ * the last backend) cut short that way logs no "not answering" error.
+ */
+static void a_cancelled_version_is_not_an_outage(void **state)
+{
+	const struct timespec settle = {0, 100 * 1000 * 1000};
+	struct stats stats = {0};
+	struct dbwatch *w;
+
+	(void)state;
+	memset(fake, 0, sizeof(fake));
+	fleet = new_fleet(1);
+	fake[0].silent = true;
+	__atomic_store_n(&errors_logged, 0, __ATOMIC_RELEASE);
+	assert_int_equal(dbwatch_start(&src, &stats, 60, &w), 0);
+	nanosleep(&settle, NULL);
+	assert_int_equal(__atomic_load_n(&fake[0].calls, __ATOMIC_ACQUIRE), 1);
+	dbwatch_stop(w);
+	assert_int_equal(__atomic_load_n(&errors_logged, __ATOMIC_ACQUIRE), 0);
+	cdp_fleet_free(fleet);
+	fleet = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -378,6 +418,7 @@ int main(void)
 		cmocka_unit_test(first_seen_newer_drops_older_does_not),
 		cmocka_unit_test(a_reload_keeps_each_clamds_record),
 		cmocka_unit_test(a_stop_cancels_the_version_under_way),
+		cmocka_unit_test(a_cancelled_version_is_not_an_outage),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
