@@ -353,6 +353,12 @@ struct cdp_fleet_pick {
  */
 void cdp_fleet_acquire(struct cdp_fleet *fleet, int exclude,
 		       struct cdp_fleet_pick *pick);
+/*
+ * The attempt under @pick starts now, not at its acquire: the caller
+ * waited first (a pause before a retry), and that wait is neither the
+ * backend's latency nor older than a failure recorded meanwhile.
+ */
+void cdp_fleet_restart(struct cdp_fleet *fleet, struct cdp_fleet_pick *pick);
 /* The attempt ended with @res: counters, latency, ejection. */
 void cdp_fleet_release(struct cdp_fleet *fleet,
 		       const struct cdp_fleet_pick *pick,

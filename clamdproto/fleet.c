@@ -297,6 +297,13 @@ void cdp_fleet_acquire(struct cdp_fleet *f, int exclude,
 	pthread_mutex_unlock(&f->lock);
 }
 
+void cdp_fleet_restart(struct cdp_fleet *f, struct cdp_fleet_pick *pick)
+{
+	pthread_mutex_lock(&f->lock);
+	pick->started_ms = cdp_now_ms();
+	pthread_mutex_unlock(&f->lock);
+}
+
 void cdp_fleet_release(struct cdp_fleet *f, const struct cdp_fleet_pick *pick,
 		       const struct cdp_result *res)
 {

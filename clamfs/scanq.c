@@ -428,8 +428,10 @@ static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
 	bool halved;
 
 	cdp_fleet_acquire(s->fleet, exclude, &pick);
-	if (s->attempt > 0 && pick.index == exclude)
+	if (s->attempt > 0 && pick.index == exclude) {
 		timeout_ms = retry_pause(s, timeout_ms);
+		cdp_fleet_restart(s->fleet, &pick);
+	}
 	if (mode != SCAN_MODE_PATH)
 		mode = pick.fildes ? SCAN_MODE_FDPASS : SCAN_MODE_STREAM;
 	/* a stalled backend must not eat the time of the retry elsewhere */

@@ -623,6 +623,49 @@ static void test_free_cancels_a_ping(void **state)
 	silent_close(&peer[1]);
 }
 
+/*
+ * A pick restarted after the caller's own wait: the wait is not the
+ * backend's latency, and a failure recorded during it does not make the
+ * attempt's verdict "older than the failure".
+ */
+static void test_restart_after_a_pause(void **state)
+{
+	struct cdp_result clean = {.verdict = CDP_CLEAN};
+	struct cdp_result refused = {.verdict = CDP_ERROR,
+				     .cat = CDP_ERR_CONNECT};
+	struct cdp_backend_config bc[2] = {{0}};
+	struct cdp_fleet_config cfg;
+	struct cdp_fleet_pick slow, other;
+	struct cdp_backend_stats st;
+	struct cdp_fleet *fleet;
+	size_t bad;
+
+	(void)state;
+	/* never connected to: acquire and release only count */
+	bc[0].addr = "/nonexistent/a.sock";
+	bc[1].addr = "/nonexistent/b.sock";
+	cdp_fleet_config_init(&cfg);
+	assert_int_equal(cdp_fleet_new(&cfg, bc, 2, &fleet, &bad), 0);
+	cdp_fleet_acquire(fleet, 1, &slow);
+	assert_int_equal(slow.index, 0);
+	poll(NULL, 0, 150); /* the caller's pause */
+	/* another attempt on the same backend fails meanwhile */
+	cdp_fleet_acquire(fleet, 1, &other);
+	assert_int_equal(other.index, 0);
+	cdp_fleet_release(fleet, &other, &refused);
+	assert_int_equal(cdp_fleet_backend_stats(fleet, 0, &st), 0);
+	assert_false(st.healthy);
+	poll(NULL, 0, 2); /* the attempt starts after that failure */
+	cdp_fleet_restart(fleet, &slow);
+	cdp_fleet_release(fleet, &slow, &clean);
+	assert_int_equal(cdp_fleet_backend_stats(fleet, 0, &st), 0);
+	assert_true(st.healthy);
+	if (st.last_ms >= 100)
+		fail_msg("latency %llu ms counts the caller's pause",
+			 (unsigned long long)st.last_ms);
+	cdp_fleet_free(fleet);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -642,6 +685,7 @@ int main(void)
 		cmocka_unit_test(test_pool_wait_says_so),
 		cmocka_unit_test(test_connect_cut_by_deadline),
 		cmocka_unit_test(test_free_cancels_a_ping),
+		cmocka_unit_test(test_restart_after_a_pause),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
