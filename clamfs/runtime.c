@@ -427,8 +427,9 @@ static void notify_live_status(struct runtime *rt)
 /*
  * The FUSE loop ends when the connection's last mount goes, in every mount
  * namespace (clamfs.8, SIGNALS): a namespace made after mounting holds a
- * copy, and clamfs serves it on. Whoever unmounted the share and still
- * sees clamfs running learns why, once.
+ * copy, and clamfs serves it on; so does a lazy unmount while files are
+ * open. Whoever unmounted the share and still sees clamfs running learns
+ * why, once.
  */
 static void say_if_unmounted_here(struct runtime *rt)
 {
@@ -442,9 +443,10 @@ static void say_if_unmounted_here(struct runtime *rt)
 	if (fuse_session_exited(rt->fs->se))
 		return;
 	rt->said_unmounted = true;
-	log_warn("%s is no longer mounted here, but a copy of the mount lives "
-		 "on in another mount namespace: serving it until the last "
-		 "copy goes (SIGTERM ends clamfs)",
+	log_warn("%s is no longer mounted here, but the mount is still in use: "
+		 "a copy lives on in another mount namespace, or a lazy "
+		 "unmount (umount -l) waits for files still open; serving it "
+		 "until it goes (SIGTERM ends clamfs)",
 		 rt->mountpoint);
 }
 
