@@ -155,10 +155,10 @@ unsigned cdp_addr_port(const struct cdp_addr *addr)
 
 /*
  * EAGAIN is no connect in progress: a UNIX socket's listener has a full
- * backlog (clamd's MaxConnectionQueueLength), or TCP has no local port
- * free, and the socket stays unconnected; polling it would report it
- * writable at once. Wait a moment, as a blocking connect() would, within
- * the deadline and the cancel. 0 to try again, or -errno.
+ * backlog (clamd's MaxConnectionQueueLength), or (TCP) the kernel had no
+ * room for the route, and the socket stays unconnected; polling it would
+ * report it writable at once. Wait a moment, as a blocking connect()
+ * would, within the deadline and the cancel. 0 to try again, or -errno.
  */
 static int connect_again(int64_t deadline, struct cdp_cancel *cancel)
 {

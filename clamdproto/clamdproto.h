@@ -325,7 +325,9 @@ int cdp_fleet_start(struct cdp_fleet *fleet);
  * Stop the prober and free every pool.  No scan may be in flight.  A PING
  * the prober has in flight is cancelled, so this returns at once rather
  * than after probe_timeout_ms (it may run in whatever thread drops the
- * last reference to a fleet).
+ * last reference to a fleet).  Not a name lookup: a tcp:// or tls://
+ * backend named by a host name waits for getaddrinfo(), which has no
+ * cancel, up to the resolver's own timeout.
  */
 void cdp_fleet_free(struct cdp_fleet *fleet);
 
