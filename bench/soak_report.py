@@ -83,6 +83,16 @@ def allowed(err, windows, grace):
     e, op = err["errno"], err["op"]
     if e == "ENOSPC" and in_window(err, windows, "enospc", grace):
         return "backend full"
+    # a write through mmap into a hole of the full backend: SIGBUS
+    # natively, and so with passthrough, where the mapping is the backend's
+    if e == "SIGBUS" and op == "mmap" and \
+            in_window(err, windows, "enospc", grace):
+        return "backend full (SIGBUS on a mapped write)"
+    # a write through mmap into a hole of a full backend: natively SIGBUS,
+    # and so with passthrough, where the mapping is the backend's
+    if e == "SIGBUS" and op == "mmap" and \
+            in_window(err, windows, "enospc", grace):
+        return "backend full (SIGBUS on a mapped write)"
     if e == "EIO" and in_window(err, windows, "clamd", grace):
         if (op in SCANNED_OPENS and err.get("stage") == "open") or \
                 err.get("stage") == "tool":

@@ -24,4 +24,6 @@ Modules:
              HAProxy(config).start(), stop(), cleanup(); available().
   tlsca      ScratchCA: a CA and certificates made at run time with the
              openssl tool (expired ones too) for the TLS tests.
+  mapped     mapped_write(): a write through mmap in a child, so that
+             SIGBUS (a hole of a full backend) fails only that write.
 """

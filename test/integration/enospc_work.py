@@ -15,13 +15,16 @@ left in the kernel's cache that the backend never got). Prints one JSON
 object: counts and the problems found.
 """
 import errno
-import faulthandler
 import json
-import mmap
 import os
 import random
 import sys
 import time
+
+# run as a script: the shared test package is one directory up
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                ".."))
+from clamfstest.mapped import mapped_write  # noqa: E402
 
 MAX_SIZE = 192 << 10
 
@@ -207,32 +210,6 @@ class Work:
             if len(self.problems) >= 20:
                 break
         return {"counts": self.counts, "problems": self.problems}
-
-
-def mapped_write(fd, size, off, data):
-    """Writes data at off through a shared mapping of fd and msyncs, in a
-    child process: a page fault the filesystem cannot back (a hole of a
-    full tmpfs, reached directly with kernel passthrough) is SIGBUS, as on
-    the backend itself, and must fail this operation, not the test."""
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        faulthandler.disable()  # a SIGBUS here is an outcome, not a crash
-        try:
-            with mmap.mmap(fd, size) as mm:
-                mm[off:off + len(data)] = data
-                mm.flush()
-        except OSError as e:
-            code = e.errno or 1
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        raise OSError(errno.EFAULT, f"mapped write: signal {sig}")
-    code = os.WEXITSTATUS(status)
-    if code:
-        raise OSError(code, os.strerror(code))
 
 
 def main():

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from enospc_work import mapped_write
+from clamfstest.mapped import mapped_write
 from clamfstest.env import PYTHON, SLOW
 from fsutil import setpriv_prefix
 

@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""A write through a shared mapping, made in a child process: a page fault
+the filesystem cannot back (a hole of a full tmpfs, reached directly with
+kernel passthrough, where the mapping is the backend file's own) is SIGBUS,
+as on the backend itself, and must fail that operation, not the caller.
+Used by the ENOSPC tests and the soak's writers; imports only the standard
+library, so the soak's workload processes can run it from a copy."""
+import errno
+import faulthandler
+import mmap
+import os
+import signal
+
+
+class MappedWriteSigbus(OSError):
+    """The write through the mapping ended in SIGBUS (errno EFAULT)."""
+
+
+def mapped_write(fd, size, off, data):
+    """Writes data at off through a shared mapping of fd's first size bytes
+    and msyncs it. Raises OSError as msync gave it, MappedWriteSigbus for
+    SIGBUS, or OSError(EFAULT) naming any other signal."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        faulthandler.disable()  # a SIGBUS here is an outcome, not a crash
+        try:
+            with mmap.mmap(fd, size) as mm:
+                mm[off:off + len(data)] = data
+                mm.flush()
+        except OSError as e:
+            code = e.errno if e.errno and e.errno < 256 else 255
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        cls = MappedWriteSigbus if sig == signal.SIGBUS else OSError
+        raise cls(errno.EFAULT, f"mapped write: signal {sig}")
+    code = os.WEXITSTATUS(status)
+    if code:
+        raise OSError(code, os.strerror(code))
+
