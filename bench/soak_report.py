@@ -88,11 +88,6 @@ def allowed(err, windows, grace):
     if e == "SIGBUS" and op == "mmap" and \
             in_window(err, windows, "enospc", grace):
         return "backend full (SIGBUS on a mapped write)"
-    # a write through mmap into a hole of a full backend: natively SIGBUS,
-    # and so with passthrough, where the mapping is the backend's
-    if e == "SIGBUS" and op == "mmap" and \
-            in_window(err, windows, "enospc", grace):
-        return "backend full (SIGBUS on a mapped write)"
     if e == "EIO" and in_window(err, windows, "clamd", grace):
         if (op in SCANNED_OPENS and err.get("stage") == "open") or \
                 err.get("stage") == "tool":

@@ -40,4 +40,3 @@ def mapped_write(fd, size, off, data):
     code = os.WEXITSTATUS(status)
     if code:
         raise OSError(code, os.strerror(code))
-
