@@ -47,7 +47,6 @@ struct inode {
 	pthread_mutex_t io_lock; /* held across attach: one decides */
 	unsigned int io_opens;
 	int io_backing_id;
-	atomic_bool io_rw_passthrough;
 
 	pthread_mutex_t stamp_lock;
 	bool stamp_valid;
@@ -843,21 +842,6 @@ int inode_io_join(struct inode *inode, int (*attach)(void *arg), void *arg)
 	id = inode->io_backing_id;
 	pthread_mutex_unlock(&inode->io_lock);
 	return id;
-}
-
-void inode_io_mark_rw(struct inode *inode)
-{
-	atomic_store(&inode->io_rw_passthrough, true);
-}
-
-bool inode_io_marked_rw(struct inode *inode)
-{
-	return atomic_load(&inode->io_rw_passthrough);
-}
-
-void inode_io_clear_rw(struct inode *inode)
-{
-	atomic_store(&inode->io_rw_passthrough, false);
 }
 
 int inode_io_leave(struct inode *inode)

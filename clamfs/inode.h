@@ -185,13 +185,4 @@ int inode_io_join(struct inode *inode, int (*attach)(void *arg), void *arg);
  */
 int inode_io_leave(struct inode *inode);
 
-/*
- * Marks that the inode had a read-write open served by passthrough: a
- * shared mapping of it may outlive every open (see passthrough.h). The
- * mark stays until inode_io_clear_rw, whatever opens come and go.
- */
-void inode_io_mark_rw(struct inode *inode);
-bool inode_io_marked_rw(struct inode *inode);
-void inode_io_clear_rw(struct inode *inode);
-
 #endif

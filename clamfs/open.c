@@ -20,6 +20,7 @@
 #include "creds.h"
 #include "log.h"
 #include "passthrough.h"
+#include "writers.h"
 
 /*
  * A file's stat and the wall-clock time read just before it: whether the
@@ -28,6 +29,12 @@
 struct stamp {
 	struct stat st;
 	int64_t taken_ns; /* CLOCK_REALTIME */
+	/*
+	 * Nobody held the file open for writing, through the mount or not,
+	 * right after the stat: no mapping could store into it without
+	 * moving its timestamps, so the stat vouches for what a scan reads.
+	 */
+	bool quiet;
 };
 
 static int stamp_fd(int fd, struct stamp *s)
@@ -35,6 +42,7 @@ static int stamp_fd(int fd, struct stamp *s)
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
+	s->quiet = false; /* until asked */
 	s->taken_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 	return fstat(fd, &s->st) == -1 ? -errno : 0;
 }
@@ -47,6 +55,16 @@ static bool stamp_settled(struct clamfs_fs *fs, const struct stamp *s)
 	return vcache_stamp_settled(&f, s->taken_ns,
 				    (int64_t)fs_policy(fs)->racy_window *
 					    1000000000);
+}
+
+/*
+ * Whether a verdict may be trusted or stored for the file stamped in s
+ * and open read-only at fd: no writer through the mount, nor on the
+ * backend (a descriptor or a shared writable mapping that outlived one).
+ */
+static bool stamp_quiet(struct inode *inode, int fd)
+{
+	return inode_writers(inode) == 0 && writers_probe(fd) == 0;
 }
 
 /* The scan queue all close scans wait in (no user has this uid). */
@@ -317,17 +335,17 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 	struct vcache_file f;
 
 	/*
-	 * Not cached: errors; scans while a writer is open or after a write
-	 * through the mount (or, with passthrough, while anyone may write the
-	 * backend file unseen); SCAN by path, where a directory swapped during
-	 * the scan can show clamd another file than ours; a stamp too young
-	 * to tell a same-tick rewrite from the content scanned.
+	 * Not cached: errors; a file anyone could write when it was stamped
+	 * (stores into a mapping's dirty pages during the scan would leave
+	 * the stamp as it was) or can write now; scans after a write through
+	 * the mount; SCAN by path, where a directory swapped during the scan
+	 * can show clamd another file than ours; a stamp too young to tell a
+	 * same-tick rewrite from the content scanned.
 	 */
-	if (o->res.verdict == CDP_ERROR || inode_writers(p->inode) != 0 ||
+	if (o->res.verdict == CDP_ERROR || !p->stamp.quiet ||
 	    inode_write_seq(p->inode) != o->tag ||
 	    scanq_mode(p->fs->scanq) == SCAN_MODE_PATH ||
-	    !stamp_settled(p->fs, &p->stamp) ||
-	    !passthrough_no_writer_left(p->inode, p->fd))
+	    !stamp_settled(p->fs, &p->stamp) || !stamp_quiet(p->inode, p->fd))
 		return;
 	vcache_file_from_stat(&f, &p->stamp.st);
 	vcache_insert(vc, &f,
@@ -636,6 +654,8 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		break;
 	}
 
+	/* a read-write opener's own fd is a writer: never quiet */
+	st.quiet = !may_write(fi->flags) && stamp_quiet(inode, fd);
 	p = pending_new(fs, inode, fd, &st);
 	if (!p) {
 		reply_refused(req, fs, fd, created, ENOMEM);
@@ -645,8 +665,8 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 	p->pid = ctx->pid;
 	p->uid = ctx->uid;
 	p->gid = ctx->gid;
-	/* a writer through the mount makes any cached verdict untrustworthy */
-	if (inode_writers(inode) == 0) {
+	/* anyone who may write makes any cached verdict untrustworthy */
+	if (st.quiet) {
 		vcache_file_from_stat(&f, &st.st);
 		switch (vcache_lookup(fs_vcache(fs), &f, sig, sizeof(sig))) {
 		case VCACHE_CLEAN:
@@ -752,7 +772,7 @@ static bool close_scan_wanted(struct clamfs_fs *fs, int fd,
 void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 {
 	struct generation *pin = NULL;
-	struct pending *p;
+	struct pending *p = NULL;
 	struct stamp st;
 	int rfd;
 
@@ -775,8 +795,11 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	rfd = reopen_readonly_as_owner(fd, &st.st);
 	if (rfd < 0)
 		goto out;
-	if (stamp_fd(rfd, &st) != 0 ||
-	    !(p = pending_new(fs, inode, rfd, &st))) {
+	if (stamp_fd(rfd, &st) == 0) {
+		st.quiet = stamp_quiet(inode, rfd);
+		p = pending_new(fs, inode, rfd, &st);
+	}
+	if (!p) {
 		close(rfd);
 		goto out;
 	}

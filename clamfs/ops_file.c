@@ -27,6 +27,18 @@
 #define OPEN_FLAGS_DROP                                                        \
 	(O_NOFOLLOW | O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT | OPEN_FLAG_EXEC)
 
+/*
+ * On a regular file O_NONBLOCK only matters against a lease, and the
+ * gate takes one on the backend file for an instant (writers.h): another
+ * user's O_NONBLOCK open through the mount must wait that instant out,
+ * not fail with EWOULDBLOCK.
+ */
+static int open_flags_drop(struct inode *inode)
+{
+	return OPEN_FLAGS_DROP |
+	       (inode_type(inode) == S_IFREG ? O_NONBLOCK : 0);
+}
+
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct inode *inode = req_inode(req, ino);
@@ -40,7 +52,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	proc_fd_path(path, inode_fd(inode));
-	fd = open(path, (fi->flags & ~OPEN_FLAGS_DROP) | O_CLOEXEC);
+	fd = open(path, (fi->flags & ~open_flags_drop(inode)) | O_CLOEXEC);
 	ret = fd == -1 ? -errno : 0;
 	req_identity_leave(&id);
 	/*

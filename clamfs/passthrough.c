@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <linux/capability.h>
@@ -59,15 +58,6 @@ static bool backend_stacked(struct clamfs_fs *fs)
 	       sf.f_type == OVERLAYFS_SUPER_MAGIC;
 }
 
-/*
- * Taking a lease makes the daemon the file's owner for SIGIO, whose
- * default action would end it when a writer breaks the lease.
- */
-static void lease_broken(int sig)
-{
-	(void)sig;
-}
-
 void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn)
 {
 	const char *state;
@@ -107,11 +97,6 @@ void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn)
 					: "off (the kernel does not offer it)";
 	}
 	(void)conn;
-	if (fs->passthrough)
-		sigaction(SIGIO,
-			  &(struct sigaction){.sa_handler = lease_broken,
-					      .sa_flags = SA_RESTART},
-			  NULL);
 	stats_set_passthrough(&fs->stats, state);
 	log_info("passthrough %s", state);
 }
@@ -245,8 +230,6 @@ void passthrough_open(struct clamfs_fs *fs, fuse_req_t req, struct inode *inode,
 	id = inode_io_join(
 		inode, fs->passthrough ? attach_as_backing : attach_none, &c);
 	fi->backing_id = id;
-	if (id > 0 && (fi->flags & O_ACCMODE) == O_RDWR)
-		inode_io_mark_rw(inode);
 	if (id > 0) {
 		/* the kernel refuses page cache flags with passthrough */
 		fi->keep_cache = 0;
@@ -268,40 +251,4 @@ void passthrough_release(struct clamfs_fs *fs, struct inode *inode)
 #else
 	(void)fs, (void)id;
 #endif
-}
-
-/*
- * With passthrough a shared writable mapping outlives its open: the
- * kernel maps the backend file itself, and the release reaches the daemon
- * at close while stores may go on, into dirty pages, without moving the
- * file's timestamps. Whoever holds such a mapping holds the backend file
- * open for writing, and a read lease is refused (EAGAIN) exactly while
- * anyone does: taken and dropped at once, it answers the question. (A
- * writer opening meanwhile breaks the lease: SIGIO, which
- * passthrough_negotiate made harmless.)
- */
-bool passthrough_no_writer_left(struct inode *inode, int fd)
-{
-	static struct log_limit limit;
-	unsigned long held_back;
-	int err;
-
-	/*
-	 * Only inodes a passthrough read-write open touched are asked: while
-	 * the lease is held, an O_NONBLOCK writer's open would fail.
-	 */
-	if (!inode_io_marked_rw(inode))
-		return true;
-	if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0) {
-		fcntl(fd, F_SETLEASE, F_UNLCK);
-		inode_io_clear_rw(inode);
-		return true;
-	}
-	err = errno;
-	if (err != EAGAIN && log_limit_pass(&limit, &held_back))
-		log_warn("no read lease on the backend (%s): with passthrough "
-			 "no verdict is cached (passthrough=off caches) "
-			 "suppressed_before=%lu",
-			 strerror(err), held_back);
-	return false;
 }

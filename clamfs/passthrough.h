@@ -37,13 +37,4 @@ void passthrough_open(struct clamfs_fs *fs, fuse_req_t req, struct inode *inode,
 /* A regular file's open handle is gone (release, or a failed reply). */
 void passthrough_release(struct clamfs_fs *fs, struct inode *inode);
 
-/*
- * Before a verdict is cached: false when anyone may still write the
- * inode's file (open at fd, read-only) unseen through a shared mapping
- * that outlived a passthrough read-write open, or when that cannot be
- * told. Always true for other inodes: without passthrough a mapping pins
- * its open, which the gate counts as a writer.
- */
-bool passthrough_no_writer_left(struct inode *inode, int fd);
-
 #endif

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# A verdict must never outlive the content it was given for. Stores into a
+# shared writable mapping of the backend file move no timestamp once the
+# page is dirty, so the verdict cache's key cannot see them: only knowing
+# that nobody holds the file open for writing can. Here the attacker is a
+# local user writing the backend directly (as a Samba or NFS client of the
+# raw directory would), the victim another user reading through the mount.
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from clamfstest.env import SLOW
+from fsutil import GID_A, GID_B, UID_A, UID_B, run_as, setpriv_prefix
+from scanutil import delta, detections, mount_scan, stats
+
+SIZE = 68  # as long as the EICAR test file
+
+# The attacker: maps `x` shared and writable, closes the fd, and then
+# stores what it is told through the mapping, one line a command.
+MAPPER = textwrap.dedent("""
+    import mmap, os, sys
+    path = sys.argv[1]
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, %d)
+    mp = mmap.mmap(fd, %d, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    os.close(fd)
+    print("mapped", flush=True)
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "exit":
+            break
+        mp[:] = bytes.fromhex(cmd)  # a store, no write(), no msync()
+        print("stored", flush=True)
+    mp.close()
+""" % (SIZE, SIZE))
+
+VICTIM_READ = """
+    try:
+        with open(P("share/x"), "rb") as f:
+            emit({"ok": f.read().hex()})
+    except OSError as e:
+        emit({"err": e.errno})
+"""
+
+
+class Mapper:
+    """A process of UID_A holding a writable shared mapping of a file."""
+
+    def __init__(self, path):
+        self.p = subprocess.Popen(
+            setpriv_prefix(UID_A, GID_A) + [sys.executable, "-c", MAPPER, path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline().strip() == "mapped"
+
+    def store(self, data):
+        self.p.stdin.write(data.hex() + "\n")
+        self.p.stdin.flush()
+        assert self.p.stdout.readline().strip() == "stored"
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.write("exit\n")
+            self.p.stdin.flush()
+        self.p.wait(timeout=10 * SLOW)
+
+
+@pytest.fixture
+def share(mount_clamfs):
+    """A backend with a directory the attacker may write."""
+    base = mount_clamfs.tempdir("clamfs-wr")
+    backend = os.path.join(base, "b")
+    os.makedirs(os.path.join(backend, "share"))
+    os.chmod(base, 0o755)
+    os.chmod(backend, 0o755)
+    os.chown(os.path.join(backend, "share"), UID_A, GID_A)
+    return backend
+
+
+def settle(path, window_s):
+    """Waits until the file's ctime is older than the racy window."""
+    while time.time() - os.stat(path).st_ctime < window_s + 0.2:
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("racy_window", ["2", "0"])
+def test_store_into_a_dirty_backend_mapping_is_not_served_from_cache(
+        mount_clamfs, clamd, share, racy_window):
+    """The reproduction of issue 22 item 1: a clean verdict taken while
+    the attacker's mapping is writable, then EICAR stored through it."""
+    m = mount_scan(mount_clamfs, clamd, "racy_window=" + racy_window,
+                   backend=share)
+    x = m.b("share", "x")
+    mapper = Mapper(x)
+    try:
+        mapper.store(b"B" * SIZE)  # the first write fault moves mtime
+        settle(x, int(racy_window))
+        before = os.stat(x)
+        # opened without reading: scanned clean
+        os.close(os.open(m.m("share", "x"), os.O_RDONLY))
+        mapper.store(clamd.eicar)  # the page is dirty: no stamp moves
+        after = os.stat(x)
+        assert (after.st_size, after.st_mtime_ns, after.st_ctime_ns) == \
+            (before.st_size, before.st_mtime_ns, before.st_ctime_ns), \
+            "the store moved a timestamp: the test proves nothing here"
+        r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
+        served = r.get("ok") == clamd.eicar.hex()
+        assert not served, \
+            "EICAR served from a verdict taken while a writer held it"
+        assert r == {"err": 13}
+    finally:
+        mapper.close()
+    assert [d["signature"] for d in detections(m)] == \
+        ["Eicar-Test.UNOFFICIAL"]
+
+
+def test_writer_that_came_and_went_leaves_no_stale_verdict(
+        mount_clamfs, clamd, share):
+    """A mapping that is gone when the verdict is looked up: the file was
+    judged while it was writable, so its verdict was never stored, and
+    what the mapping left behind is scanned."""
+    m = mount_scan(mount_clamfs, clamd, backend=share)
+    x = m.b("share", "x")
+    mapper = Mapper(x)
+    try:
+        mapper.store(b"B" * SIZE)
+        os.close(os.open(m.m("share", "x"), os.O_RDONLY))
+        mapper.store(clamd.eicar)
+    finally:
+        mapper.close()
+    r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
+    assert r == {"err": 13}
+
+
+def test_no_writer_still_caches(mount_clamfs, clamd, share):
+    """The check costs nothing in verdicts: a file nobody writes is
+    scanned once and then answered from the cache."""
+    m = mount_scan(mount_clamfs, clamd, backend=share)
+    with open(m.b("share", "y"), "wb") as f:
+        f.write(b"y" * SIZE)
+    s0 = stats(m.mnt)
+    for _ in range(5):
+        with open(m.m("share", "y"), "rb") as f:
+            assert f.read() == b"y" * SIZE
+    d = delta(s0, stats(m.mnt), "scans", "cache_hits")
+    assert d == {"scans": 1, "cache_hits": 4}
+
+
+def test_a_reader_does_not_fail_a_writer(mount_clamfs, clamd, share):
+    """The check takes a read lease for an instant. A writer opening the
+    file through the mount meanwhile, even with O_NONBLOCK, must not be
+    refused (the daemon's backend open waits the instant out), and one
+    opening the backend directly without O_NONBLOCK waits it out too."""
+    m = mount_scan(mount_clamfs, clamd, backend=share)
+    with open(m.b("share", "z"), "wb") as f:
+        f.write(b"z" * SIZE)
+    code = textwrap.dedent("""
+        import os, sys, time
+        end = time.monotonic() + float(sys.argv[3])
+        n = 0
+        while time.monotonic() < end:
+            fd = os.open(sys.argv[1], os.O_WRONLY | int(sys.argv[2]))
+            os.close(fd)
+            n += 1
+        print(n)
+    """)
+    writers = [subprocess.Popen(
+        [sys.executable, "-c", code, path, str(flags), str(3 * SLOW)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for path, flags in ((m.m("share", "z"), os.O_NONBLOCK),
+                            (m.b("share", "z"), 0))]
+    reads = 0
+    while any(w.poll() is None for w in writers):
+        with open(m.m("share", "z"), "rb") as f:
+            assert f.read() == b"z" * SIZE
+        reads += 1
+    for w in writers:
+        out, err = w.communicate()
+        assert w.returncode == 0, err
+        assert int(out) > 0
+    assert reads > 0
