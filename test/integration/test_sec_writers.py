@@ -87,14 +87,17 @@ def settle(path, window_s):
 
 
 @pytest.mark.parametrize("racy_window", ["2", "0"])
-def test_store_into_a_dirty_backend_mapping_is_not_served_from_cache(
-        mount_clamfs, clamd, share, racy_window):
+@pytest.mark.parametrize("where", ["backend", "mount"])
+def test_store_into_a_dirty_mapping_is_not_served_from_cache(
+        mount_clamfs, clamd, share, racy_window, where):
     """The reproduction of issue 22 item 1: a clean verdict taken while
-    the attacker's mapping is writable, then EICAR stored through it."""
+    the attacker's mapping is writable, then EICAR stored through it.
+    Mapped through the mount, with kernel passthrough the mapping is the
+    backend file's own and outlives the open's release just the same."""
     m = mount_scan(mount_clamfs, clamd, "racy_window=" + racy_window,
                    backend=share)
     x = m.b("share", "x")
-    mapper = Mapper(x)
+    mapper = Mapper(x if where == "backend" else m.m("share", "x"))
     try:
         mapper.store(b"B" * SIZE)  # the first write fault moves mtime
         settle(x, int(racy_window))
@@ -103,7 +106,10 @@ def test_store_into_a_dirty_backend_mapping_is_not_served_from_cache(
         os.close(os.open(m.m("share", "x"), os.O_RDONLY))
         mapper.store(clamd.eicar)  # the page is dirty: no stamp moves
         after = os.stat(x)
-        assert (after.st_size, after.st_mtime_ns, after.st_ctime_ns) == \
+        # (through the mount without passthrough the gate has the kernel
+        # write the dirty pages back before its scan, which moves them)
+        assert where == "mount" or \
+            (after.st_size, after.st_mtime_ns, after.st_ctime_ns) == \
             (before.st_size, before.st_mtime_ns, before.st_ctime_ns), \
             "the store moved a timestamp: the test proves nothing here"
         r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
