@@ -338,13 +338,11 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 	 * Not cached: errors; a file anyone could write when it was stamped
 	 * (stores into a mapping's dirty pages during the scan would leave
 	 * the stamp as it was) or can write now; scans after a write through
-	 * the mount; SCAN by path, where a directory swapped during the scan
-	 * can show clamd another file than ours; a stamp too young to tell a
-	 * same-tick rewrite from the content scanned.
+	 * the mount; a stamp too young to tell a same-tick rewrite from the
+	 * content scanned.
 	 */
 	if (o->res.verdict == CDP_ERROR || !p->stamp.quiet ||
 	    inode_write_seq(p->inode) != o->tag ||
-	    scanq_mode(p->fs->scanq) == SCAN_MODE_PATH ||
 	    !stamp_settled(p->fs, &p->stamp) || !stamp_quiet(p->inode, p->fd))
 		return;
 	vcache_file_from_stat(&f, &p->stamp.st);
@@ -484,7 +482,6 @@ static int reopen_readonly_as(fuse_req_t req, int fd)
 
 static int submit(struct clamfs_fs *fs, struct pending *p)
 {
-	char buf[PATH_MAX];
 	struct vcache_file f;
 	int ret, ro_fd = -1;
 	struct scan_request r = {
@@ -500,8 +497,6 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		.uid = p->req ? p->uid : CLOSE_SCAN_QUEUE,
 	};
 
-	if (scanq_mode(fs->scanq) == SCAN_MODE_PATH)
-		r.path = fs_fd_path(fs, p->fd, true, buf, sizeof(buf));
 	if (p->req && inode_writers(p->inode) != 0) {
 		r.prepare = flush_writer_pages;
 		r.prepare_arg = p;

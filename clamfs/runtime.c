@@ -298,6 +298,10 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 		goto fail;
 	}
 	g->owns_fleet = true;
+	if (fs->scan_mode == SCAN_MODE_PATH)
+		log_warn("scan_mode=path: clamd is sent the opened file "
+			 "(fdpass or stream), never its path, which users "
+			 "could change during the scan");
 	fs->policy = &opts->policy;
 	fs->scan_on_close = opts->scan_on_close;
 	if (opts->policy.on_infected == INFECTED_QUARANTINE) {

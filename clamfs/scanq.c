@@ -351,18 +351,6 @@ static void finish(struct scan_job *job, const struct scan_outcome *o)
 
 /* --- the real scanner --- */
 
-/* SCAN by path: clamd must have seen our very file, before and after. */
-static bool path_is_file(const char *path, const struct vcache_file *f)
-{
-	struct vcache_file now;
-	struct stat st;
-
-	if (stat(path, &st) == -1)
-		return false;
-	vcache_file_from_stat(&now, &st);
-	return same_content(&now, f);
-}
-
 static void scan_on(const struct scanq_scan *s, struct cdp_pool *pool,
 		    enum scan_mode mode, int timeout_ms, struct cdp_result *res)
 {
@@ -374,17 +362,14 @@ static void scan_on(const struct scanq_scan *s, struct cdp_pool *pool,
 		cdp_scan_stream_fd(pool, s->fd, timeout_ms, s->cancel, res);
 		return;
 	case SCAN_MODE_PATH:
-		if (!s->path || !path_is_file(s->path, s->file))
-			goto moved;
-		cdp_scan_path(pool, s->path, timeout_ms, s->cancel, res);
-		if (res->verdict != CDP_ERROR &&
-		    !path_is_file(s->path, s->file))
-			goto moved;
+		/*
+		 * Never a name: the directories on a path in a share belong
+		 * to its users, who can swap them while clamd walks it
+		 * (doc/security.md). The opened file is sent instead.
+		 */
+		cdp_scan_stream_fd(pool, s->fd, timeout_ms, s->cancel, res);
 		return;
 	}
-moved:
-	fail(res, CDP_ERR_LOCAL, ESTALE,
-	     "file moved or changed while scanned by path");
 }
 
 /*
@@ -424,7 +409,7 @@ static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
 	int exclude = s->attempt > 0 && s->note ? s->note->backend : -1;
 	int timeout_ms = s->timeout_ms;
 	struct cdp_fleet_pick pick;
-	enum scan_mode mode = s->mode;
+	enum scan_mode mode;
 	bool halved;
 
 	cdp_fleet_acquire(s->fleet, exclude, &pick);
@@ -432,8 +417,8 @@ static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
 		timeout_ms = retry_pause(s, timeout_ms);
 		cdp_fleet_restart(s->fleet, &pick);
 	}
-	if (mode != SCAN_MODE_PATH)
-		mode = pick.fildes ? SCAN_MODE_FDPASS : SCAN_MODE_STREAM;
+	/* path mode too: what the backend takes, never a name (scan_on) */
+	mode = pick.fildes ? SCAN_MODE_FDPASS : SCAN_MODE_STREAM;
 	/* a stalled backend must not eat the time of the retry elsewhere */
 	halved = s->attempt + 1 < SCANQ_SCAN_ATTEMPTS &&
 		 pick.alternatives > 0 && timeout_ms >= 2;
