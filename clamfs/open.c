@@ -20,6 +20,7 @@
 #include "creds.h"
 #include "log.h"
 #include "passthrough.h"
+#include "tsgrain.h"
 #include "writers.h"
 
 /*
@@ -28,7 +29,8 @@
  */
 struct stamp {
 	struct stat st;
-	int64_t taken_ns; /* CLOCK_REALTIME */
+	int64_t taken_ns;  /* CLOCK_REALTIME */
+	int64_t window_ns; /* the racy window for this file (tsgrain.h) */
 	/*
 	 * Nobody held the file open for writing, through the mount or not,
 	 * right after the stat: no mapping could store into it without
@@ -37,24 +39,28 @@ struct stamp {
 	bool quiet;
 };
 
-static int stamp_fd(int fd, struct stamp *s)
+static int stamp_fd(struct clamfs_fs *fs, int fd, struct stamp *s)
 {
+	const struct policy *pol = fs_policy(fs);
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	s->quiet = false; /* until asked */
 	s->taken_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-	return fstat(fd, &s->st) == -1 ? -errno : 0;
+	if (fstat(fd, &s->st) == -1)
+		return -errno;
+	s->window_ns = (int64_t)pol->racy_window * 1000000000;
+	if (pol->racy_learn)
+		s->window_ns = tsgrain_window_ns(fd, &s->st, s->window_ns);
+	return 0;
 }
 
-static bool stamp_settled(struct clamfs_fs *fs, const struct stamp *s)
+static bool stamp_settled(const struct stamp *s)
 {
 	struct vcache_file f;
 
 	vcache_file_from_stat(&f, &s->st);
-	return vcache_stamp_settled(&f, s->taken_ns,
-				    (int64_t)fs_policy(fs)->racy_window *
-					    1000000000);
+	return vcache_stamp_settled(&f, s->taken_ns, s->window_ns);
 }
 
 /*
@@ -134,7 +140,7 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 	 */
 	fi->keep_cache =
 		st &&
-		inode_stamp_unchanged(inode, &st->st, stamp_settled(fs, st)) &&
+		inode_stamp_unchanged(inode, &st->st, stamp_settled(st)) &&
 		inode_writers(inode) == 0;
 	/* nothing to flush on close for a reader; spares a round trip */
 	fi->noflush = !writer;
@@ -343,7 +349,7 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 	 */
 	if (o->res.verdict == CDP_ERROR || !p->stamp.quiet ||
 	    inode_write_seq(p->inode) != o->tag ||
-	    !stamp_settled(p->fs, &p->stamp) || !stamp_quiet(p->inode, p->fd))
+	    !stamp_settled(&p->stamp) || !stamp_quiet(p->inode, p->fd))
 		return;
 	vcache_file_from_stat(&f, &p->stamp.st);
 	vcache_insert(vc, &f,
@@ -627,7 +633,7 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		reply_allowed(req, fs, inode, fd, fi, NULL, created);
 		return;
 	}
-	ret = stamp_fd(fd, &st);
+	ret = stamp_fd(fs, fd, &st);
 	if (ret) {
 		reply_refused(req, fs, fd, created, -ret);
 		return;
@@ -784,13 +790,13 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	    !fs_scan_on_close(fs) || inode_type(inode) != S_IFREG)
 		goto out;
 	pin = fs_pin(fs);
-	if (stamp_fd(fd, &st) != 0 || !close_scan_wanted(fs, fd, &st.st))
+	if (stamp_fd(fs, fd, &st) != 0 || !close_scan_wanted(fs, fd, &st.st))
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
 	rfd = reopen_readonly_as_owner(fd, &st.st);
 	if (rfd < 0)
 		goto out;
-	if (stamp_fd(rfd, &st) == 0) {
+	if (stamp_fd(fs, rfd, &st) == 0) {
 		st.quiet = stamp_quiet(inode, rfd);
 		p = pending_new(fs, inode, rfd, &st);
 	}

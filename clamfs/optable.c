@@ -213,6 +213,11 @@ const struct opt_row optable[] = {
 	 .metavar = "SEC",
 	 .help = "no verdict is cached for a file changed this recently",
 	 .reload = RELOAD_LIVE},
+	{.name = "racy_learn", .section = "cache", .type = OPT_FLAG,
+	 .offset = FIELD(policy.racy_learn), .def = "yes",
+	 .help = "20 ms instead of racy_window where stamps keep nanoseconds "
+		 "on a local filesystem",
+	 .reload = RELOAD_LIVE},
 	/* [action] */
 	{.name = "on_infected", .section = "action", .type = OPT_WORD,
 	 .offset = FIELD(policy.on_infected), .words = infected_actions,

@@ -20,6 +20,7 @@ void policy_init(struct policy *p)
 	p->on_infected = INFECTED_DENY;
 	p->deny_errno = EACCES;
 	p->racy_window = 2; /* FAT, many NFS and CIFS servers tick in 1-2 s */
+	p->racy_learn = true;
 }
 
 static void free_strv(char **v, size_t n)

@@ -40,6 +40,11 @@ struct policy {
 	 * rewrite within the same timestamp tick cannot keep the stamp.
 	 */
 	unsigned int racy_window;
+	/*
+	 * On local filesystems whose stamps keep nanoseconds the window is
+	 * a few clock ticks instead (tsgrain.h).
+	 */
+	bool racy_learn;
 };
 
 enum policy_decision {

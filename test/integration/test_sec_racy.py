@@ -5,6 +5,8 @@
 # size, mtime and ctime. A verdict, or page cache, stamped with such a
 # young ctime must not be trusted: the next open scans again.
 import os
+import shutil
+import tempfile
 import time
 
 import pytest
@@ -120,3 +122,73 @@ def test_settled_file_is_cached(mount_clamfs, clamd, coarse_backend):
     d = delta(s0, stats(m.mnt), "scans", "opens_cache_hit")
     # old: one scan, two hits; new (changed just now): a scan each time
     assert d == {"scans": 4, "opens_cache_hit": 2}, d
+
+
+# --- a backend whose stamps keep nanoseconds: the window is learnt -------
+
+@pytest.fixture
+def fine_backend(mount_clamfs):
+    """ext4 with 256-byte inodes (nanosecond stamps), a loop image."""
+    fs = LoopFs(mount_clamfs.tempdir("clamfs-fine"), 32,
+                ["mkfs.ext4", "-q", "-F", "-I", "256"])
+    try:
+        yield fs.path
+    finally:
+        fs.close()
+
+
+@pytest.mark.parametrize("learn", ["yes", "no"])
+def test_fresh_file_is_cached_after_a_few_ticks(mount_clamfs, clamd,
+                                                fine_backend, learn):
+    """With nanosecond stamps a file written 50 ms ago is cached at its
+    first open, where the 2 s window would scan it at every open."""
+    m = mount_scan(mount_clamfs, clamd, "racy_window=2",
+                   "racy_learn=" + learn, backend=fine_backend)
+    put(m.b("fresh"), CLEAN)
+    assert os.stat(m.b("fresh")).st_ctime_ns % 1_000_000_000 != 0
+    time.sleep(0.05)
+    s0 = stats(m.mnt)
+    for _ in range(3):
+        assert try_read(m.m("fresh")) == ("ok", CLEAN)
+    d = delta(s0, stats(m.mnt), "scans", "opens_cache_hit")
+    if learn == "yes":
+        assert d == {"scans": 1, "opens_cache_hit": 2}, d
+    else:
+        assert d == {"scans": 3, "opens_cache_hit": 0}, d
+
+
+@pytest.fixture
+def shm_dir():
+    """A directory on tmpfs (nanosecond stamps, no page_mkwrite)."""
+    d = tempfile.mkdtemp(prefix="clamfs-racy.", dir="/dev/shm")
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("backend_kind", ["ext4", "tmpfs"])
+def test_tight_same_size_rewrites_are_never_served_stale(
+        shm_dir, mount_clamfs, clamd, fine_backend, backend_kind):
+    """Same-size rewrites in place, as fast as they come and at delays
+    around the learnt window, each followed by an open through the mount:
+    every open is judged on the content written last."""
+    backend = fine_backend if backend_kind == "ext4" else shm_dir
+    m = mount_scan(mount_clamfs, clamd, "racy_window=2", backend=backend)
+    put(m.b("x"), CLEAN)
+    wrong = []
+    delays = [0, 0, 0.005, 0.015, 0.019, 0.021, 0.025, 0.04]
+    for i in range(240):
+        data = clamd.eicar if i % 2 else CLEAN
+        rewrite_in_place(m.b("x"), data)
+        d = delays[i % len(delays)]
+        if d:
+            time.sleep(d)
+        want = ("err", "EACCES") if i % 2 else ("ok", CLEAN)
+        for again in (0, 1):  # the second open may find the verdict
+            got = try_read(m.m("x"))
+            if got != want:
+                wrong.append((i, d, again, got[0]))
+    assert wrong == [], wrong
+    # the learnt window applied: settled clean contents were cached
+    assert stats(m.mnt)["opens_cache_hit"] > 0

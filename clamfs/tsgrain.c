@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Timestamp granularity per backend device (tsgrain.h): a small table,
+ * filled as files are stamped.
+ */
+#include "tsgrain.h"
+
+#include <linux/magic.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/vfs.h>
+
+#ifndef XFS_SUPER_MAGIC
+#define XFS_SUPER_MAGIC 0x58465342
+#endif
+#ifndef BCACHEFS_SUPER_MAGIC
+#define BCACHEFS_SUPER_MAGIC 0xca451a4e
+#endif
+
+/*
+ * Devices a daemon meets: the backend and mounts below it. Beyond this
+ * many, the rest keep the coarse window.
+ */
+#define TSGRAIN_DEVICES 64
+
+struct device {
+	dev_t dev;
+	bool may_be_fine; /* its type */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	unsigned int n;
+	struct device d[TSGRAIN_DEVICES];
+} table = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+bool tsgrain_type_may_be_fine(long f_type)
+{
+	switch ((unsigned long)f_type) {
+	/* ext2 and ext3 share the magic; 128-byte inodes keep seconds */
+	case EXT4_SUPER_MAGIC:
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+	case F2FS_SUPER_MAGIC:
+	case BCACHEFS_SUPER_MAGIC:
+		return true;
+	default:
+		/* network, FUSE, stacked and FAT-like: another clock or tick */
+		return false;
+	}
+}
+
+bool tsgrain_stamp_is_fine(const struct stat *st)
+{
+	/*
+	 * Per stamp, not per device: an ext4 inode too small for the extra
+	 * fields keeps whole seconds on a filesystem whose other inodes keep
+	 * nanoseconds. A fine stamp ending in exactly 0 ns only costs a scan.
+	 */
+	return st->st_ctim.tv_nsec != 0;
+}
+
+static struct device *find(dev_t dev)
+{
+	for (unsigned int i = 0; i < table.n; i++)
+		if (table.d[i].dev == dev)
+			return &table.d[i];
+	return NULL;
+}
+
+/* Whether the file's filesystem is of a type that may keep fine stamps. */
+static bool device_may_be_fine(int fd, dev_t dev)
+{
+	struct device *d;
+	struct statfs sf;
+	bool fine = false;
+
+	pthread_mutex_lock(&table.lock);
+	d = find(dev);
+	if (!d && table.n < TSGRAIN_DEVICES && fstatfs(fd, &sf) == 0) {
+		d = &table.d[table.n++];
+		d->dev = dev;
+		d->may_be_fine = tsgrain_type_may_be_fine(sf.f_type);
+	}
+	if (d)
+		fine = d->may_be_fine;
+	pthread_mutex_unlock(&table.lock);
+	return fine;
+}
+
+int64_t tsgrain_window_ns(int fd, const struct stat *st, int64_t coarse_ns)
+{
+	if (coarse_ns <= TSGRAIN_FINE_WINDOW_NS || !tsgrain_stamp_is_fine(st))
+		return coarse_ns;
+	return device_may_be_fine(fd, st->st_dev) ? TSGRAIN_FINE_WINDOW_NS
+						  : coarse_ns;
+}
+
+void tsgrain_reset(void)
+{
+	pthread_mutex_lock(&table.lock);
+	table.n = 0;
+	memset(table.d, 0, sizeof(table.d));
+	pthread_mutex_unlock(&table.lock);
+}

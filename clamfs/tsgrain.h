@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * How fine a backend filesystem's timestamps are, learnt per device from
+ * the files the gate stamps. The racy window (policy.h) exists for
+ * filesystems whose timestamps keep whole seconds or tick in seconds (FAT,
+ * ext4 with 128-byte inodes, many NFS and CIFS servers): there a same-size
+ * rewrite within one tick keeps size, mtime and ctime. A local filesystem
+ * that keeps nanoseconds takes its stamps from this kernel's clock, which
+ * ticks at least every 10 ms, so a rewrite made more than one tick after a
+ * stamp always moves ctime: a window of a few ticks is enough there.
+ * No FUSE here.
+ */
+#ifndef CLAMFS_TSGRAIN_H
+#define CLAMFS_TSGRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+/* The window on a filesystem proven fine: two ticks of the slowest HZ. */
+#define TSGRAIN_FINE_WINDOW_NS (20 * 1000 * 1000LL)
+
+/* Whether a filesystem of this statfs type keeps nanosecond stamps from
+ * this kernel's clock when its inodes can hold them: local ones only. */
+bool tsgrain_type_may_be_fine(long f_type);
+
+/* Whether this stamp's ctime keeps sub-seconds (its inode can hold them). */
+bool tsgrain_stamp_is_fine(const struct stat *st);
+
+/*
+ * The racy window for a stamp st of the file open at fd: the fine window
+ * when the stamp keeps sub-seconds and the file's filesystem is of a type
+ * that takes them from this kernel's clock, coarse_ns otherwise (and when
+ * it cannot be told). Remembers each device's type; thread-safe.
+ */
+int64_t tsgrain_window_ns(int fd, const struct stat *st, int64_t coarse_ns);
+
+/* Forgets every device (tests). */
+void tsgrain_reset(void);
+
+#endif
