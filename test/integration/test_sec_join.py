@@ -107,7 +107,7 @@ def test_joined_opens_count_against_the_users_bound(mount_clamfs):
         put(m.b("G"), b"one file, many opens", mode=0o644)
         s0 = stats(m.mnt)
         fd0 = daemon_fds(m)
-        code = as_uid(USER_A) + MANY_OPENS
+        code = "import os\n" + as_uid(USER_A) + MANY_OPENS
         p = subprocess.Popen([PYTHON, "-c", code, m.m("G"), str(n)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
@@ -118,7 +118,9 @@ def test_joined_opens_count_against_the_users_bound(mount_clamfs):
                         s.get("scans_rejected_waiters", 0) >= n - 1)
 
             # every open reached the daemon: it joined or was refused
-            assert wait_for(arrived, 60 * SLOW), stats(m.mnt)
+            assert wait_for(arrived, 60 * SLOW), (
+                {k: v for k, v in stats(m.mnt).items()
+                 if k.startswith(("scans", "opens"))}, daemon_fds(m) - fd0)
             fds = daemon_fds(m) - fd0
             s1 = stats(m.mnt)
         finally:
