@@ -163,6 +163,9 @@ static const struct prom_row table[] = {
 		"Scans whose deadline passed while they were queued."),
 	COUNTER("scans_rejected", "clamfs_scans_rejected_total",
 		"Scan requests refused: the user's queue was full."),
+	COUNTER("scans_rejected_waiters", "clamfs_scans_rejected_waiters_total",
+		"Scan requests refused: the user had too many opens waiting "
+		"for verdicts, joined ones included."),
 	GAUGE("inodes", "clamfs_inodes",
 	      "Files and directories the daemon holds a descriptor of."),
 	GAUGE("uptime_seconds", "clamfs_uptime_seconds",

@@ -31,6 +31,22 @@ enum lane { LANE_SMALL, LANE_BIG, LANES };
 
 struct scanq_user;
 
+/*
+ * A scan's place in one user's queue, and the count of that user's
+ * waiters on the scan. A scan has one ticket per uid waiting for it: a
+ * waiter that joins a queued scan of another user keeps its own place
+ * in its own queue, and the scan starts at whichever of its tickets
+ * comes first. Freed with its scan.
+ */
+struct scan_ticket {
+	struct scan_job *job;
+	struct scanq_user *user; /* valid while waiters > 0 or queued */
+	unsigned int waiters;
+	bool queued;			    /* in user->lane[job->lane] */
+	struct scan_ticket *next;	    /* the job's tickets */
+	TAILQ_ENTRY(scan_ticket) lane_link; /* in user->lane[lane] */
+};
+
 struct scan_job {
 	struct scanq *q;
 	struct vcache_file file;
@@ -40,30 +56,36 @@ struct scan_job {
 	int fd;
 	char *path;
 	uint64_t gen;
-	uint64_t deadline_us; /* CLOCK_MONOTONIC */
+	uint64_t deadline_us; /* its creator's; each waiter has its own */
+	uint64_t run_until;   /* the running attempt's end (0: none yet) */
 	struct cdp_cancel *cancel;
 	atomic_uint interested; /* waiters not interrupted */
 	struct scan_waiter *waiters;
+	struct scan_ticket *tickets;
 	bool in_map;
-	struct scanq_user *user; /* while queued */
+	bool queued;		 /* has a ticket in a user's queue */
 	struct scan_job *reaped; /* the reaper's list of jobs to end */
 	bool expired;		 /* reaped at its deadline (else abandoned) */
 	enum lane lane;
-	TAILQ_ENTRY(scan_job) lane_link; /* in user->lane[lane] */
-	TAILQ_ENTRY(scan_job) age_link;	 /* in q->queued, submit order */
+	TAILQ_ENTRY(scan_job) live_link; /* in q->live until it ends */
 	LIST_ENTRY(scan_job) map_link;
 };
 
+TAILQ_HEAD(ticket_queue, scan_ticket);
 TAILQ_HEAD(job_queue, scan_job);
 LIST_HEAD(job_list, scan_job);
 
-/* A uid with queued jobs; freed when its last one leaves the queue. */
+/*
+ * A uid with tickets queued or waiters in flight; freed when it has
+ * neither.
+ */
 struct scanq_user {
 	uid_t uid;
-	unsigned int queued;
-	struct job_queue lane[LANES];
+	unsigned int queued;  /* tickets in its lanes */
+	unsigned int waiters; /* its waiters on any scan, queued or running */
+	struct ticket_queue lane[LANES];
 	bool in_ring, in_small_ring;
-	TAILQ_ENTRY(scanq_user) ring_link;	 /* has any queued job */
+	TAILQ_ENTRY(scanq_user) ring_link;	 /* has any queued ticket */
 	TAILQ_ENTRY(scanq_user) small_ring_link; /* has a small one */
 	LIST_ENTRY(scanq_user) hash_link;
 };
@@ -85,7 +107,7 @@ struct scanq {
 	struct user_ring ring;	     /* round-robin over users: any job */
 	struct user_ring small_ring; /* round-robin over users: small jobs */
 	struct user_list users[SCANQ_USER_BUCKETS];
-	struct job_queue queued; /* every queued job, oldest first */
+	struct job_queue live; /* every job not ended yet, queued or running */
 	struct job_list map[SCANQ_BUCKETS];
 	bool stopping;
 	struct scanner *scanners;
@@ -143,14 +165,14 @@ static void wake_reaper(struct scanq *q)
 	(void)n;
 }
 
-/* --- users and lanes (all under q->lock) --- */
+/* --- users, tickets and lanes (all under q->lock) --- */
 
 static struct user_list *user_bucket(struct scanq *q, uid_t uid)
 {
 	return &q->users[(uid * 2654435761U) % SCANQ_USER_BUCKETS];
 }
 
-static struct scanq_user *user_get(struct scanq *q, uid_t uid, bool create)
+static struct scanq_user *user_get(struct scanq *q, uid_t uid)
 {
 	struct user_list *b = user_bucket(q, uid);
 	struct scanq_user *u;
@@ -159,8 +181,6 @@ static struct scanq_user *user_get(struct scanq *q, uid_t uid, bool create)
 		if (u->uid == uid)
 			return u;
 	}
-	if (!create)
-		return NULL;
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
@@ -171,59 +191,114 @@ static struct scanq_user *user_get(struct scanq *q, uid_t uid, bool create)
 	return u;
 }
 
-static void user_put(struct scanq *q, struct scanq_user *u)
+static void user_put(struct scanq_user *u)
 {
-	if (u->queued)
+	if (u->queued || u->waiters)
 		return;
-	if (u->in_ring)
-		TAILQ_REMOVE(&q->ring, u, ring_link);
-	if (u->in_small_ring)
-		TAILQ_REMOVE(&q->small_ring, u, small_ring_link);
 	LIST_REMOVE(u, hash_link);
 	free(u);
 }
 
-static void enqueue(struct scanq *q, struct scanq_user *u, struct scan_job *job)
+static void ticket_enqueue(struct scanq *q, struct scan_ticket *t)
 {
-	job->user = u;
-	TAILQ_INSERT_TAIL(&u->lane[job->lane], job, lane_link);
-	TAILQ_INSERT_TAIL(&q->queued, job, age_link);
+	struct scanq_user *u = t->user;
+	enum lane lane = t->job->lane;
+
+	t->queued = true;
+	TAILQ_INSERT_TAIL(&u->lane[lane], t, lane_link);
 	u->queued++;
-	q->counters.queued++;
 	if (!u->in_ring) {
 		TAILQ_INSERT_TAIL(&q->ring, u, ring_link);
 		u->in_ring = true;
 	}
-	if (job->lane == LANE_SMALL && !u->in_small_ring) {
+	if (lane == LANE_SMALL && !u->in_small_ring) {
 		TAILQ_INSERT_TAIL(&q->small_ring, u, small_ring_link);
 		u->in_small_ring = true;
 	}
 }
 
-/* Takes a job out of the queue (not out of the map). */
-static void dequeue(struct scanq *q, struct scan_job *job)
+/* Takes a ticket out of its user's queue; the user may be freed. */
+static void ticket_dequeue(struct scanq *q, struct scan_ticket *t)
 {
-	struct scanq_user *u = job->user;
+	struct scanq_user *u = t->user;
 
-	TAILQ_REMOVE(&u->lane[job->lane], job, lane_link);
-	TAILQ_REMOVE(&q->queued, job, age_link);
-	job->user = NULL;
+	TAILQ_REMOVE(&u->lane[t->job->lane], t, lane_link);
+	t->queued = false;
 	u->queued--;
-	q->counters.queued--;
 	if (u->in_small_ring && TAILQ_EMPTY(&u->lane[LANE_SMALL])) {
 		TAILQ_REMOVE(&q->small_ring, u, small_ring_link);
 		u->in_small_ring = false;
 	}
-	user_put(q, u);
+	if (u->in_ring && u->queued == 0) {
+		TAILQ_REMOVE(&q->ring, u, ring_link);
+		u->in_ring = false;
+	}
+	user_put(u);
+}
+
+static struct scan_ticket *ticket_of(struct scan_job *job, uid_t uid)
+{
+	struct scan_ticket *t;
+
+	for (t = job->tickets; t; t = t->next) {
+		if (t->user && t->user->uid == uid)
+			return t;
+	}
+	return NULL;
+}
+
+/*
+ * Takes a job out of the queue (not out of the map): all its tickets, in
+ * whichever users' queues they are.
+ */
+static void job_dequeue(struct scanq *q, struct scan_job *job)
+{
+	struct scan_ticket *t;
+
+	if (!job->queued)
+		return;
+	for (t = job->tickets; t; t = t->next) {
+		if (t->queued)
+			ticket_dequeue(q, t);
+	}
+	job->queued = false;
+	q->counters.queued--;
+}
+
+/*
+ * A waiter leaves its scan (answered, or detached by the reaper): it no
+ * longer counts against its user, and a queued ticket no waiter of its
+ * user holds any more gives back its place. A queued scan keeps a
+ * ticket as long as any waiter is left: each has one of its own uid.
+ */
+static void waiter_leave(struct scanq *q, struct scan_waiter *w)
+{
+	struct scan_ticket *t = w->ticket;
+	struct scanq_user *u = t->user;
+
+	w->ticket = NULL;
+	t->waiters--;
+	u->waiters--;
+	if (t->waiters > 0) {
+		user_put(u); /* still has this ticket's waiters: stays */
+		return;
+	}
+	if (t->queued)
+		ticket_dequeue(q, t);
+	else
+		user_put(u);
+	t->user = NULL; /* unused now: the user may be gone */
 }
 
 /*
  * The next job for a scanner thread: the first user in line gives one job
- * (its small ones first) and goes to the back of the line.
+ * (its small ones first) and goes to the back of the line. The job's
+ * tickets in other users' queues leave them too.
  */
 static struct scan_job *pick(struct scanq *q, bool small_only)
 {
 	struct scanq_user *u;
+	struct scan_ticket *t;
 	struct scan_job *job;
 
 	if (small_only) {
@@ -239,10 +314,11 @@ static struct scan_job *pick(struct scanq *q, bool small_only)
 		TAILQ_REMOVE(&q->ring, u, ring_link);
 		TAILQ_INSERT_TAIL(&q->ring, u, ring_link);
 	}
-	job = TAILQ_FIRST(&u->lane[LANE_SMALL]);
-	if (!job)
-		job = TAILQ_FIRST(&u->lane[LANE_BIG]);
-	dequeue(q, job);
+	t = TAILQ_FIRST(&u->lane[LANE_SMALL]);
+	if (!t)
+		t = TAILQ_FIRST(&u->lane[LANE_BIG]);
+	job = t->job;
+	job_dequeue(q, job);
 	return job;
 }
 
@@ -253,10 +329,41 @@ static void unmap(struct scan_job *job)
 	job->in_map = false;
 }
 
+/* The job has ended: no waiter can join it or be detached from it. */
+static void job_end(struct scanq *q, struct scan_job *job)
+{
+	struct scan_waiter *w;
+
+	job_dequeue(q, job);
+	unmap(job);
+	TAILQ_REMOVE(&q->live, job, live_link);
+	for (w = job->waiters; w; w = w->next)
+		waiter_leave(q, w);
+}
+
+/* The latest deadline of the waiters still attached (the creator's if none). */
+static uint64_t latest_deadline(const struct scan_job *job)
+{
+	const struct scan_waiter *w;
+	uint64_t d = 0;
+
+	for (w = job->waiters; w; w = w->next) {
+		if (w->deadline_us > d)
+			d = w->deadline_us;
+	}
+	return d ? d : job->deadline_us;
+}
+
 /* --- jobs --- */
 
 static void job_free(struct scan_job *job)
 {
+	struct scan_ticket *t;
+
+	while ((t = job->tickets)) {
+		job->tickets = t->next;
+		free(t);
+	}
 	if (job->fd >= 0)
 		close(job->fd);
 	free(job->path);
@@ -329,11 +436,12 @@ static void answer(struct scan_waiter *w, const struct scan_outcome *o)
  * Waiters that hold a lock until answered go first: another waiter's
  * done() may block on that lock.
  */
-static void finish(struct scan_job *job, const struct scan_outcome *o)
+static void answer_ordered(struct scan_waiter *list,
+			   const struct scan_outcome *o)
 {
 	struct scan_waiter *w, *next, *first = NULL, *rest = NULL;
 
-	for (w = job->waiters; w; w = next) {
+	for (w = list; w; w = next) {
 		next = w->next;
 		if (w->answer_first) {
 			w->next = first;
@@ -343,9 +451,17 @@ static void finish(struct scan_job *job, const struct scan_outcome *o)
 			rest = w;
 		}
 	}
-	job->waiters = NULL;
 	answer(first, o);
 	answer(rest, o);
+}
+
+/* After job_end(): answers what is left of its waiters and frees it. */
+static void finish(struct scan_job *job, const struct scan_outcome *o)
+{
+	struct scan_waiter *list = job->waiters;
+
+	job->waiters = NULL;
+	answer_ordered(list, o);
 	job_free(job);
 }
 
@@ -458,25 +574,42 @@ static bool worth_retry(const struct cdp_result *res,
 		(res->cat == CDP_ERR_TIMEOUT && note->bounded));
 }
 
-/* Milliseconds left until the job's deadline; 0 when it has passed. */
-static int left_ms(const struct scan_job *job)
+/* Milliseconds left until deadline; 0 when it has passed. */
+static int left_ms(uint64_t deadline, uint64_t now)
+{
+	if (now + 1000 > deadline)
+		return 0;
+	return (int)((deadline - now) / 1000);
+}
+
+/*
+ * Under q->lock: the time the next attempt gets, which is what is left
+ * of the latest deadline of the scan's waiters (each is answered at its
+ * own: the reaper answers those whose deadline comes before the
+ * attempt's end). 0 when it has passed.
+ */
+static int attempt_ms(struct scan_job *job, bool *wake)
 {
 	uint64_t now = now_usec();
+	int ms = left_ms(latest_deadline(job), now);
 
-	if (now + 1000 > job->deadline_us)
-		return 0;
-	return (int)((job->deadline_us - now) / 1000);
+	if (ms > 0)
+		job->run_until = now + (uint64_t)ms * 1000;
+	/* waiters whose deadline comes first are the reaper's to answer */
+	*wake = ms > 0 && job->waiters && job->waiters->next;
+	return ms;
 }
 
 static void run_job(struct scanq *q, struct scan_job *job,
 		    struct scan_outcome *out)
 {
-	uint64_t start = now_usec();
+	uint64_t start = now_usec(), until;
 	struct scanq_attempt note = {.backend = -1};
 	struct scanq_config cfg;
 	struct scanq_scan s;
 	void *held = NULL;
-	bool asked = false;
+	bool asked = false, wake, retry, extend;
+	unsigned int tries = 0;
 
 	pthread_mutex_lock(&q->lock);
 	cfg = q->cfg;
@@ -504,32 +637,52 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		.file = &job->file,
 		.cancel = job->cancel,
 	};
-	s.timeout_ms = left_ms(job);
+	pthread_mutex_lock(&q->lock);
+	s.timeout_ms = attempt_ms(job, &wake);
+	if (s.timeout_ms > 0)
+		q->counters.scans++;
+	pthread_mutex_unlock(&q->lock);
 	if (s.timeout_ms == 0) {
 		fail(&out->res, CDP_ERR_TIMEOUT, ETIMEDOUT,
 		     "deadline passed before the scan could start");
 		out->expired_queued = true;
 		goto out;
 	}
-	pthread_mutex_lock(&q->lock);
-	q->counters.scans++;
-	pthread_mutex_unlock(&q->lock);
+	if (wake)
+		wake_reaper(q);
 	asked = true;
 	for (;;) {
 		cfg.scan(&s, &out->res);
-		if (++s.attempt >= SCANQ_SCAN_ATTEMPTS ||
-		    !worth_retry(&out->res, &note) ||
-		    cdp_cancel_triggered(job->cancel))
+		tries++;
+		if (cdp_cancel_triggered(job->cancel))
 			break;
+		pthread_mutex_lock(&q->lock);
+		until = job->run_until;
+		retry = tries < SCANQ_SCAN_ATTEMPTS &&
+			worth_retry(&out->res, &note);
+		/*
+		 * A waiter that joined while the attempt ran has a later
+		 * deadline than the attempt was given: its open must not fail
+		 * before that deadline, so it gets an attempt of its own time
+		 * (as it would have had, submitting alone), if any is worth it.
+		 */
+		extend = !retry && out->res.verdict == CDP_ERROR &&
+			 out->res.cat == CDP_ERR_TIMEOUT &&
+			 latest_deadline(job) >=
+				 until + SCANQ_EXTEND_MIN_MS * 1000;
 		/* the retry must fit in what is left of the deadline */
-		s.timeout_ms = left_ms(job);
+		s.timeout_ms = retry || extend ? attempt_ms(job, &wake) : 0;
+		if (s.timeout_ms > 1)
+			q->counters.retries++;
+		pthread_mutex_unlock(&q->lock);
 		if (s.timeout_ms <= 1)
 			break;
+		if (wake)
+			wake_reaper(q);
+		/* the scanner's "retry": another backend, a pause */
+		s.attempt = SCANQ_SCAN_ATTEMPTS - 1;
 		/* not another idle session that may have died with it */
 		cdp_cancel_want_fresh(job->cancel);
-		pthread_mutex_lock(&q->lock);
-		q->counters.retries++;
-		pthread_mutex_unlock(&q->lock);
 	}
 out:
 	if (cfg.release)
@@ -565,7 +718,7 @@ static void *scanner_main(void *arg)
 		run_job(q, job, &outcome);
 
 		pthread_mutex_lock(&q->lock);
-		unmap(job);
+		job_end(q, job);
 		if (outcome.res.cat == CDP_ERR_CANCELLED)
 			q->counters.cancelled++;
 		pthread_mutex_unlock(&q->lock);
@@ -581,79 +734,123 @@ static bool abandoned(struct scan_job *job)
 }
 
 /*
- * Takes the waiters that gave up off the scans they joined (queued or
- * running): they get their answer now, not when a scan others still wait
- * for ends. Returns them linked through next.
+ * Whether the reaper answers w at its deadline: while the scan is queued,
+ * and while it runs an attempt that ends after w's deadline. (Else the
+ * attempt's own end, at the latest deadline, answers it.) Not while a
+ * scan with prepare() runs: prepare() uses its only waiter's memory.
  */
-static struct scan_waiter *detach_withdrawn(struct scanq *q)
+static bool reaper_watches(const struct scan_job *job,
+			   const struct scan_waiter *w)
 {
-	struct scan_waiter *gone = NULL, **pw, *w;
-	struct scan_job *job;
+	if (job->queued)
+		return true;
+	return !job->prepare && w->deadline_us < job->run_until;
+}
 
-	for (int i = 0; i < SCANQ_BUCKETS; i++) {
-		LIST_FOREACH (job, &q->map[i], map_link) {
-			/*
-			 * prepare() uses its waiter's memory: that waiter is
-			 * the only one, and its scan is cancelled anyway.
-			 */
-			if (job->prepare)
-				continue;
-			for (pw = &job->waiters; (w = *pw);) {
-				if (!atomic_load(&w->withdrawn)) {
-					pw = &w->next;
-					continue;
-				}
-				*pw = w->next;
-				w->next = gone;
-				gone = w;
-			}
+struct reaped {
+	struct scan_waiter *gone;     /* gave up: answered cancelled */
+	struct scan_waiter *late_q;   /* deadline passed while queued */
+	struct scan_waiter *late_run; /* deadline passed while scanned */
+	struct scan_job *done;	      /* queued jobs nobody waits for */
+	uint64_t next;		      /* the next deadline to watch */
+};
+
+/*
+ * Detaches from one job the waiters that gave up and those whose
+ * deadline passed, and ends the job if it is queued and nobody is left.
+ */
+static void reap_job(struct scanq *q, struct scan_job *job, uint64_t now,
+		     struct reaped *r)
+{
+	struct scan_waiter **pw, *w;
+	bool running_prepare = !job->queued && job->prepare;
+	bool late = false;
+
+	for (pw = &job->waiters; (w = *pw);) {
+		if (!running_prepare &&
+		    atomic_load_explicit(&w->withdrawn, memory_order_acquire)) {
+			*pw = w->next;
+			waiter_leave(q, w);
+			w->next = r->gone;
+			r->gone = w;
+			continue;
+		}
+		if (!reaper_watches(job, w) || atomic_load(&w->withdrawing)) {
+			pw = &w->next;
+			continue;
+		}
+		if (w->deadline_us > now) {
+			if (w->deadline_us < r->next)
+				r->next = w->deadline_us;
+			pw = &w->next;
+			continue;
+		}
+		/* an interrupt that comes now finds it claimed */
+		if (atomic_exchange(&w->withdrawing, true)) {
+			pw = &w->next;
+			continue;
+		}
+		*pw = w->next;
+		waiter_leave(q, w);
+		if (atomic_fetch_sub(&job->interested, 1) == 1)
+			cdp_cancel_trigger(job->cancel);
+		if (job->queued) {
+			w->next = r->late_q;
+			r->late_q = w;
+			late = true;
+		} else {
+			w->next = r->late_run;
+			r->late_run = w;
 		}
 	}
-	return gone;
+	if (!job->queued || !abandoned(job))
+		return;
+	job_end(q, job);
+	job->expired = late;
+	if (late)
+		q->counters.expired++;
+	else
+		q->counters.cancelled++;
+	job->reaped = r->done;
+	r->done = job;
 }
 
 /*
- * Ends the queued jobs that are past their deadline or that nobody waits
- * for, and answers waiters that gave up; returns how long it may sleep
- * (ms, -1: until woken).
+ * Answers the waiters that gave up and those whose own deadline passed,
+ * and ends the queued jobs nobody waits for any more; returns how long it
+ * may sleep (ms, -1: until woken).
  */
 static int reap(struct scanq *q)
 {
-	struct scan_job *job, *tmp, *done = NULL;
-	struct scan_waiter *gone = NULL;
+	struct reaped r = {.next = UINT64_MAX};
+	struct scan_job *job, *tmp;
 	struct scan_outcome o;
-	uint64_t now = now_usec(), next = UINT64_MAX;
+	uint64_t now = now_usec();
 	int ms;
 
 	pthread_mutex_lock(&q->lock);
-	if (atomic_exchange(&q->withdrawals, false))
-		gone = detach_withdrawn(q);
-	TAILQ_FOREACH_SAFE (job, &q->queued, age_link, tmp) {
-		if (job->deadline_us > now && !abandoned(job)) {
-			if (job->deadline_us < next)
-				next = job->deadline_us;
-			continue;
-		}
-		dequeue(q, job);
-		unmap(job);
-		job->expired = !abandoned(job);
-		if (job->expired)
-			q->counters.expired++;
-		else
-			q->counters.cancelled++;
-		job->reaped = done;
-		done = job;
-	}
-	q->reap_at = next;
+	atomic_store(&q->withdrawals, false);
+	TAILQ_FOREACH_SAFE (job, &q->live, live_link, tmp)
+		reap_job(q, job, now, &r);
+	q->reap_at = r.next;
 	pthread_mutex_unlock(&q->lock);
 
+	/* errors all: the generation and tag do not matter */
 	memset(&o, 0, sizeof(o));
 	fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
-	answer(gone, &o);
+	answer_ordered(r.gone, &o);
+	fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+	     "deadline passed while queued for a scanner");
+	o.expired_queued = true;
+	answer_ordered(r.late_q, &o);
+	fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+	     "deadline passed while scanned");
+	o.expired_queued = false;
+	answer_ordered(r.late_run, &o);
 
-	while (done) {
-		job = done;
-		done = job->reaped;
+	while (r.done) {
+		job = r.done;
+		r.done = job->reaped;
 		memset(&o, 0, sizeof(o));
 		o.gen = job->gen;
 		o.tag = job->tag;
@@ -665,10 +862,10 @@ static int reap(struct scanq *q)
 			fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
 		finish(job, &o);
 	}
-	if (next == UINT64_MAX)
+	if (r.next == UINT64_MAX)
 		return -1;
 	now = now_usec();
-	ms = next > now ? (int)((next - now + 999) / 1000) : 0;
+	ms = r.next > now ? (int)((r.next - now + 999) / 1000) : 0;
 	return ms;
 }
 
@@ -715,12 +912,16 @@ int scanq_new(const struct scanq_config *cfg, struct scanq **out)
 		q->cfg.small_bytes = SCANQ_SMALL_BYTES;
 	if (q->cfg.max_queued_per_uid == 0)
 		q->cfg.max_queued_per_uid = SCANQ_MAX_QUEUED_PER_UID;
+	/* what one user could hold with scans of distinct files */
+	if (q->cfg.max_waiters_per_uid == 0)
+		q->cfg.max_waiters_per_uid =
+			q->cfg.max_queued_per_uid + q->cfg.threads;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->wake, NULL);
 	pthread_cond_init(&q->wake_small, NULL);
 	TAILQ_INIT(&q->ring);
 	TAILQ_INIT(&q->small_ring);
-	TAILQ_INIT(&q->queued);
+	TAILQ_INIT(&q->live);
 	for (int i = 0; i < SCANQ_USER_BUCKETS; i++)
 		LIST_INIT(&q->users[i]);
 	for (int i = 0; i < SCANQ_BUCKETS; i++)
@@ -758,18 +959,15 @@ fail:
 
 void scanq_free(struct scanq *q)
 {
+	struct scan_job *job;
+
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
 	q->stopping = true;
 	/* scans under way end now, not at their deadline */
-	for (int i = 0; i < SCANQ_BUCKETS; i++) {
-		struct scan_job *job;
-
-		LIST_FOREACH (job, &q->map[i], map_link) {
-			cdp_cancel_trigger(job->cancel);
-		}
-	}
+	TAILQ_FOREACH (job, &q->live, live_link)
+		cdp_cancel_trigger(job->cancel);
 	pthread_cond_broadcast(&q->wake);
 	pthread_cond_broadcast(&q->wake_small);
 	pthread_mutex_unlock(&q->lock);
@@ -794,13 +992,16 @@ void scanq_free(struct scanq *q)
  * while w is among its waiters (finish() answers w, and w's done() waits
  * for this callback to return); once withdrawn is set the reaper may
  * detach w and the job end and be freed: nothing of it is touched after.
+ * A waiter the reaper claimed (its deadline passed) may already be
+ * detached: the job is not touched before the claim either.
  */
 static void withdraw(struct scan_waiter *w, struct scan_job *job)
 {
-	struct scanq *q = job->q;
+	struct scanq *q;
 
 	if (atomic_exchange(&w->withdrawing, true))
 		return;
+	q = job->q;
 	if (atomic_fetch_sub(&job->interested, 1) == 1)
 		cdp_cancel_trigger(job->cancel);
 	atomic_store_explicit(&w->withdrawn, true, memory_order_release);
@@ -810,15 +1011,16 @@ static void withdraw(struct scan_waiter *w, struct scan_job *job)
 }
 
 /* Outside the lock: logging may block. */
-static void log_rejected(uid_t uid, unsigned int bound)
+static void log_rejected(uid_t uid, bool waiters, unsigned int bound)
 {
 	static struct log_limit limit;
 	unsigned long held_back;
 
 	if (log_limit_pass(&limit, &held_back))
-		log_warn("scan queue full uid=%u queued=%u: open refused "
+		log_warn("scan queue full uid=%u %s=%u: open refused "
 			 "with EAGAIN suppressed_before=%lu",
-			 (unsigned)uid, bound, held_back);
+			 (unsigned)uid, waiters ? "waiting" : "queued", bound,
+			 held_back);
 }
 
 int scanq_submit(struct scanq *q, const struct scan_request *r,
@@ -826,19 +1028,26 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 {
 	struct job_list *bucket = bucket_of(q, r->file);
 	struct scan_job *job = NULL, *fresh;
-	struct scanq_user *u;
-	bool wake = false;
+	struct scan_ticket *spare, *t;
+	struct scanq_user *u = NULL;
+	bool wake = false, full_waiters = false;
 	int ret = 0, fresh_err;
 
 	if (atomic_load(&w->interrupted))
 		return -EINTR;
-	/* allocated outside the lock; freed again if a scan can be joined */
+	/* allocated outside the lock; freed again if unused */
 	fresh = job_new(q, r, &fresh_err);
+	spare = calloc(1, sizeof(*spare));
 	pthread_mutex_lock(&q->lock);
 	LIST_FOREACH (job, bucket, map_link) {
 		if (same_content(&job->file, r->file) && job->tag == r->tag &&
 		    !job->prepare && !r->prepare)
 			break;
+	}
+	u = user_get(q, r->uid);
+	if (!u) {
+		ret = -ENOMEM;
+		goto out;
 	}
 	/* a job everybody gave up on is being cancelled: start afresh */
 	if (job && atomic_fetch_add(&job->interested, 1) == 0) {
@@ -846,52 +1055,101 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		unmap(job);
 		job = NULL;
 	}
-	if (job) {
-		q->counters.joined++;
-		goto join;
-	}
-	if (!fresh) {
-		ret = fresh_err;
-		goto out;
-	}
-	u = user_get(q, r->uid, true);
-	if (!u) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	if (u->queued >= q->cfg.max_queued_per_uid) {
+	if (!job && u->queued >= q->cfg.max_queued_per_uid) {
 		q->counters.rejected++;
 		ret = -EAGAIN;
 		goto out;
 	}
+	/*
+	 * Every waiter holds the opener's descriptor and request, joined or
+	 * not: a uid gets no more of them than scans of distinct files
+	 * would give it.
+	 */
+	if (u->waiters >= q->cfg.max_waiters_per_uid) {
+		if (job && atomic_fetch_sub(&job->interested, 1) == 1)
+			cdp_cancel_trigger(job->cancel);
+		q->counters.rejected_waiters++;
+		full_waiters = true;
+		ret = -EAGAIN;
+		goto out;
+	}
+	if (job) {
+		/*
+		 * Its own uid's place: a joiner is served no later than its
+		 * own submit would have been (the scan starts at whichever of
+		 * its tickets comes first), beyond max_queued_per_uid too:
+		 * it is bounded as a waiter.
+		 */
+		t = ticket_of(job, r->uid);
+		if (!t && !spare) {
+			if (atomic_fetch_sub(&job->interested, 1) == 1)
+				cdp_cancel_trigger(job->cancel);
+			ret = -ENOMEM;
+			goto out;
+		}
+		if (!t) {
+			t = spare;
+			spare = NULL;
+			t->job = job;
+			t->user = u;
+			t->next = job->tickets;
+			job->tickets = t;
+		}
+		if (job->queued && !t->queued)
+			ticket_enqueue(q, t);
+		q->counters.joined++;
+		goto join;
+	}
+	if (!fresh || !spare) {
+		ret = fresh ? -ENOMEM : fresh_err;
+		goto out;
+	}
 	job = fresh;
 	fresh = NULL;
+	t = spare;
+	spare = NULL;
+	t->job = job;
+	t->user = u;
+	job->tickets = t;
 	/* deadline and lane as configured now, not when allocated */
 	job->deadline_us = now_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
 	job->lane = (uint64_t)r->file->size <= q->cfg.small_bytes ? LANE_SMALL
 								  : LANE_BIG;
 	LIST_INSERT_HEAD(bucket, job, map_link);
 	job->in_map = true;
-	enqueue(q, u, job);
+	TAILQ_INSERT_TAIL(&q->live, job, live_link);
+	job->queued = true;
+	q->counters.queued++;
+	ticket_enqueue(q, t);
 	if (job->lane == LANE_SMALL)
 		pthread_cond_signal(&q->wake_small);
 	pthread_cond_signal(&q->wake);
-	wake = job->deadline_us < q->reap_at;
 join:
+	/* its own deadline, whoever else waits for the scan */
+	w->deadline_us = now_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
+	w->ticket = t;
+	t->waiters++;
+	u->waiters++;
 	w->next = job->waiters;
 	job->waiters = w;
+	wake = w->deadline_us < q->reap_at;
 	atomic_store(&w->job, job);
 	/* an interrupt that came before w->job was visible found no job */
 	if (atomic_load(&w->interrupted))
 		withdraw(w, job);
 out:
+	if (ret && u)
+		user_put(u);
 	pthread_mutex_unlock(&q->lock);
 	if (fresh)
 		job_free(fresh);
+	free(spare);
 	if (wake)
 		wake_reaper(q);
 	if (ret == -EAGAIN)
-		log_rejected(r->uid, q->cfg.max_queued_per_uid);
+		log_rejected(r->uid, full_waiters,
+			     full_waiters ? q->cfg.max_waiters_per_uid
+					  : q->cfg.max_queued_per_uid);
 	return ret;
 }
 

@@ -19,18 +19,34 @@
  *   reserve.)
  *   Keep scan_threads at or below clamd's MaxThreads, or clamd's own
  *   queue puts the small scan behind the big ones again.
+ * - Single flight never costs a joiner: a waiter that joins another
+ *   user's scan keeps its own place in its own queue (the scan gets a
+ *   ticket in the queue of each uid waiting for it and starts at
+ *   whichever comes first; the others leave their queues then) and its
+ *   own deadline. A user with a long queue cannot delay, nor fail,
+ *   another user's open of a file they share.
  * - A bound: a user may have at most max_queued_per_uid scans waiting
- *   for a thread (scans joined through single flight do not count).
- *   Beyond it scanq_submit fails with -EAGAIN at once. Waiting instead
- *   would not be free: every queued open holds a file descriptor and a
- *   FUSE request in the daemon, and one user could exhaust the daemon's
- *   descriptors for everybody. The bound is generous (many hundreds of
- *   distinct unscanned files open at the same instant by one uid).
- * - Deadlines count from submission: a scan must finish within
- *   timeout_ms of the submit that created it, queueing included. A job
- *   still queued at its deadline ends with CDP_ERR_TIMEOUT right then (a
- *   reaper thread watches the deadlines), and a job whose every waiter
- *   was interrupted ends as cancelled, also without waiting for a thread.
+ *   for a thread (a ticket of a scan joined counts too), and at most
+ *   max_waiters_per_uid waiters in all, queued, joined or running: by
+ *   default what max_queued_per_uid scans of distinct files and one per
+ *   thread would give. Beyond either scanq_submit fails with -EAGAIN at
+ *   once (counted in rejected, resp. rejected_waiters; a join is
+ *   refused only for its waiters). Waiting instead would not be free:
+ *   every waiting open holds a file descriptor and a FUSE request in the
+ *   daemon, and one user could exhaust the daemon's descriptors for
+ *   everybody, be it with many files or with one opened many times. The
+ *   bound is generous (many hundreds of distinct unscanned files open at
+ *   the same instant by one uid).
+ * - Deadlines count from submission, per waiter: each waiter is
+ *   answered by timeout_ms after its own submit, queueing included. A
+ *   waiter whose deadline passes while its scan is queued gets
+ *   CDP_ERR_TIMEOUT right then (a reaper thread watches the deadlines),
+ *   with expired_queued set; the scan itself ends so only when no
+ *   waiter's deadline is left. A scan is given the time to the latest
+ *   deadline of its waiters; those whose deadline comes before that are
+ *   answered at it (CDP_ERR_TIMEOUT) while the scan goes on for the
+ *   others. A scan whose every waiter was interrupted ends as
+ *   cancelled, also without waiting for a thread.
  * - An interrupted waiter is answered at once (cancelled), also while
  *   the scan it joined goes on for other waiters.
  * - No file is opened and nothing blocks under the queue's lock.
@@ -39,8 +55,16 @@
  * makes one attempt per call). A scan that fails with CDP_ERR_CONNECT or
  * CDP_ERR_PROTOCOL (clamd restarted, a pooled session it had closed, a
  * garbled reply) is run again at once, so a scan makes at most
- * SCANQ_SCAN_ATTEMPTS attempts; never after its cancel, nor when less than
- * a few milliseconds of its deadline are left. The retry lives here, not
+ * SCANQ_SCAN_ATTEMPTS attempts for these; never after its cancel, nor
+ * when less than a few milliseconds of its deadline are left. Each
+ * attempt gets what is left of the latest deadline of the scan's waiters.
+ * One more case: an attempt that timed out while a waiter that joined
+ * during it has at least SCANQ_EXTEND_MIN_MS of its own deadline left is
+ * followed by another (its own time: it must not fail before its
+ * deadline; without the join it would have had a scan of its own). Such
+ * a waiter may thus be told of a timeout up to SCANQ_EXTEND_MIN_MS early.
+ * Every further attempt counts in scanq_counters.retries and is a retry to
+ * the scanner (scanq_scan.attempt 1). The retry lives here, not
  * in the pool, because here is where the deadline is known (it counts from
  * submission, queueing included, and the retry must fit in what is left)
  * and where a retry can be sent elsewhere: a pool speaks to one clamd,
@@ -79,6 +103,7 @@ struct scan_outcome {
 };
 
 struct scan_job;
+struct scan_ticket;
 
 /*
  * A party waiting for a verdict. The caller fills done() and owns the
@@ -96,6 +121,8 @@ struct scan_waiter {
 	bool answer_first;
 	/* queue-private from here on */
 	struct scan_waiter *next;
+	struct scan_ticket *ticket; /* its uid's place in the scan's queues */
+	uint64_t deadline_us;	    /* CLOCK_MONOTONIC: its own */
 	_Atomic(struct scan_job *) job;
 	atomic_bool interrupted;
 	atomic_bool withdrawing; /* withdraw() ran (once) */
@@ -150,6 +177,9 @@ void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
 /* A first attempt and one retry; see "Retries" above. */
 #define SCANQ_SCAN_ATTEMPTS 2
 
+/* A joiner's own attempt after a timeout needs at least this left. */
+#define SCANQ_EXTEND_MIN_MS 100
+
 #define SCANQ_SMALL_BYTES	 (1024 * 1024)
 #define SCANQ_MAX_QUEUED_PER_UID 1024
 
@@ -164,6 +194,8 @@ struct scanq_config {
 	void *scan_arg;
 	uint64_t small_bytes; /* the small-file lane; 0: SCANQ_SMALL_BYTES */
 	unsigned int max_queued_per_uid; /* 0: SCANQ_MAX_QUEUED_PER_UID */
+	/* 0: max_queued_per_uid + threads */
+	unsigned int max_waiters_per_uid;
 	/*
 	 * Optional: keeps the pool a scan takes alive until the scan ends,
 	 * also when every waiter gave up and was answered meanwhile. hold()
@@ -234,8 +266,9 @@ struct scan_request {
  * Asks for a verdict. Joins the scan in flight for the same file, stamp
  * and tag if there is one. Returns 0 (w->done will be called exactly once,
  * from a queue thread), -EINTR when w was interrupted before it could
- * join, -EAGAIN when r->uid has max_queued_per_uid scans queued already,
- * or negative errno. Never blocks.
+ * join, -EAGAIN when r->uid has max_queued_per_uid scans queued (and
+ * r starts a scan) or max_waiters_per_uid waiters already, or negative
+ * errno. Never blocks.
  */
 int scanq_submit(struct scanq *q, const struct scan_request *r,
 		 struct scan_waiter *w);
@@ -264,9 +297,11 @@ struct scanq_counters {
 	uint64_t retries; /* immediate retries after a broken connection or
 			   * a protocol error */
 	uint64_t cancelled;
-	uint64_t expired;    /* deadline passed while still queued */
-	uint64_t rejected;   /* submits refused: the uid's queue was full */
-	unsigned int queued; /* waiting for a scanner thread now */
+	uint64_t expired;  /* deadline passed while still queued */
+	uint64_t rejected; /* submits refused: the uid's queue was full */
+	uint64_t rejected_waiters; /* submits or joins refused: the uid had
+				    * max_waiters_per_uid waiting already */
+	unsigned int queued;	   /* waiting for a scanner thread now */
 };
 
 void scanq_counters(struct scanq *q, struct scanq_counters *out);

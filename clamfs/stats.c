@@ -191,9 +191,10 @@ static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
 		   "scans=%" PRIu64 "\nscans_joined=%" PRIu64
 		   "\nscan_retries=%" PRIu64 "\nscans_cancelled=%" PRIu64
 		   "\nscans_queued=%u\nscans_expired=%" PRIu64
-		   "\nscans_rejected=%" PRIu64 "\n",
+		   "\nscans_rejected=%" PRIu64
+		   "\nscans_rejected_waiters=%" PRIu64 "\n",
 		   qc->scans, qc->joined, qc->retries, qc->cancelled,
-		   qc->queued, qc->expired, qc->rejected);
+		   qc->queued, qc->expired, qc->rejected, qc->rejected_waiters);
 	used = put(buf, len, used, "inodes=%zu\nuptime_seconds=%lld\n",
 		   x->inodes, x->uptime_seconds);
 	if (x->clamd)

@@ -6,6 +6,8 @@
  * bound, and answer_first waiters getting their verdict before the others.
  * A scripted scanner covers retries (how many, and when not), withdrawal of
  * a queued scan's last waiter, and scanq_reconfigure with scans under way.
+ * Joins across uids (issue 22): a joiner keeps its own place in its own
+ * queue and its own deadline, and counts against its uid's waiter bound.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -540,17 +542,198 @@ static void test_bound_per_uid(void **state)
 	assert_int_equal(submit(q, 92, 100, 1000, &w[1]), 0);
 	/* two queued already: the third distinct file is refused */
 	assert_int_equal(submit(q, 93, 100, 1000, &w[2]), -EAGAIN);
-	/* joining a queued scan costs nothing; other users are unaffected */
-	assert_int_equal(submit(q, 91, 100, 1000, &join), 0);
+	/*
+	 * Joining holds an open as much as a scan of its own: three waiting
+	 * (the bound's two plus one per thread), a join is refused too.
+	 * Other users are unaffected.
+	 */
+	assert_int_equal(submit(q, 91, 100, 1000, &join), -EAGAIN);
 	assert_int_equal(submit(q, 94, 100, 2000, &other), 0);
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.rejected, 1);
+	assert_int_equal(cnt.rejected_waiters, 1);
+	assert_int_equal(cnt.joined, 0);
 	assert_int_equal(cnt.queued, 3);
 	fake_release((ino_t)-1);
 	assert_true(wait_done(&w[0], 5000) && wait_done(&w[1], 5000));
-	assert_true(wait_done(&join, 5000) && wait_done(&other, 5000));
+	assert_true(wait_done(&other, 5000));
 	assert_false(atomic_load(&w[2].done));
+	assert_false(atomic_load(&join.done));
 	scanq_free(q);
+}
+
+/*
+ * Issue 22 item 6: one uid opening one file many times. Joins count
+ * against the joining uid's waiters (not the scan's creator's), are
+ * refused with -EAGAIN beyond the bound and counted, and a place given
+ * back by a waiter that left can be taken again.
+ */
+static void test_waiter_bound_counts_joins(void **state)
+{
+	struct scanq_config cfg = {
+		.threads = 1,
+		.timeout_ms = 10000,
+		.scan = fake_scan,
+		.max_waiters_per_uid = 3,
+	};
+	struct scanq *q = new_queue_cfg(&cfg);
+	struct twaiter w[3], over, late, other[4];
+	struct scanq_counters cnt;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		twaiter_init(&w[i], false);
+		assert_int_equal(submit(q, 900, 100, 1, &w[i]), 0);
+	}
+	assert_true(fake_wait_scans(1));
+	twaiter_init(&over, false);
+	assert_int_equal(submit(q, 900, 100, 1, &over), -EAGAIN);
+	/* another uid's joins are its own: four of them would be too many */
+	for (int i = 0; i < 4; i++) {
+		twaiter_init(&other[i], false);
+		assert_int_equal(submit(q, 900, 100, 2, &other[i]),
+				 i < 3 ? 0 : -EAGAIN);
+	}
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.rejected_waiters, 2);
+	assert_int_equal(cnt.rejected, 0);
+	assert_int_equal(cnt.joined, 5);
+	/* one of uid 1 gives up: its place is free again once answered */
+	t_interrupt(&w[0]);
+	assert_true(wait_done(&w[0], 2000));
+	twaiter_init(&late, false);
+	assert_int_equal(submit(q, 900, 100, 1, &late), 0);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&w[1], 5000) && wait_done(&w[2], 5000));
+	assert_true(wait_done(&late, 5000));
+	for (int i = 0; i < 3; i++)
+		assert_true(wait_done(&other[i], 5000));
+	assert_int_equal(late.o.res.verdict, CDP_CLEAN);
+	assert_false(atomic_load(&over.done));
+	assert_false(atomic_load(&other[3].done));
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.rejected_waiters, 2);
+	assert_int_equal(cnt.scans, 1);
+	scanq_free(q);
+}
+
+/*
+ * Issue 22 item 4: uid 1000 has a long queue and then asks for file 600;
+ * uid 2000 asks for the same file. uid 2000 joins the scan but keeps its
+ * own place: the scan starts on uid 2000's turn of the round-robin, after
+ * one more of uid 1000's (not after all five), and runs once.
+ */
+static void test_joiner_keeps_its_own_place(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter gate, flood[5], a, b;
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 500, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	for (int i = 0; i < 5; i++) {
+		twaiter_init(&flood[i], false);
+		assert_int_equal(submit(q, 501 + i, 100, 1000, &flood[i]), 0);
+	}
+	assert_int_equal(submit(q, 600, 100, 1000, &a), 0);
+	assert_int_equal(submit(q, 600, 100, 2000, &b), 0);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.queued, 6); /* jobs, not tickets */
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&a, 5000) && wait_done(&b, 5000));
+	for (int i = 0; i < 5; i++)
+		assert_true(wait_done(&flood[i], 5000));
+	assert_int_equal(fake_nscans(), 7);
+	assert_int_equal(fake.order[0], 500);
+	assert_int_equal(fake.order[1], 501);
+	assert_int_equal(fake.order[2], 600);
+	assert_int_equal(fake.order[3], 502);
+	assert_int_equal(fake.order[6], 505);
+	assert_int_equal(a.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.queued, 0);
+	assert_int_equal(cnt.expired, 0);
+	scanq_free(q);
+}
+
+/*
+ * The creator's deadline passes while the scan is queued: the creator is
+ * answered then (timeout, never sent to clamd), but the scan stays queued
+ * for the joiner, whose own deadline is later, and is scanned for it.
+ */
+static void test_joiner_keeps_its_own_deadline_queued(void **state)
+{
+	struct scanq *q = new_queue(1, 600, 0);
+	struct twaiter gate, a, b;
+	struct scanq_counters cnt;
+	uint64_t t0;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 610, 100, 3, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	t0 = now_ms();
+	assert_int_equal(submit(q, 611, 100, 1000, &a), 0);
+	usleep(300 * 1000);
+	assert_int_equal(submit(q, 611, 100, 2000, &b), 0);
+	assert_true(wait_done(&a, 3000));
+	assert_true(a.at_ms - t0 >= 550 && a.at_ms - t0 < 850);
+	assert_int_equal(a.o.res.cat, CDP_ERR_TIMEOUT);
+	assert_true(a.o.expired_queued);
+	assert_false(atomic_load(&b.done));
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.queued, 1);
+	assert_int_equal(cnt.expired, 0);
+	/* the gate ends (clamd answers it) before b's deadline */
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&b, 3000));
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	assert_true(wait_done(&gate, 3000));
+	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(fake.order[1], 611);
+	scanq_free(q);
+}
+
+/*
+ * The scan runs with the time of its latest waiter; the creator, whose
+ * deadline comes first, is answered at that deadline (a timeout, clamd
+ * having been asked) while the scan goes on and ends clean for the other.
+ */
+static void test_earlier_deadline_answered_while_scanned(void **state)
+{
+	struct scanq *q = new_queue(1, 600, 0);
+	struct twaiter gate, a, b;
+	uint64_t t0;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 620, 100, 3, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	t0 = now_ms();
+	assert_int_equal(submit(q, 621, 100, 1000, &a), 0);
+	usleep(300 * 1000);
+	assert_int_equal(submit(q, 621, 100, 2000, &b), 0);
+	fake_release(620);
+	assert_true(fake_wait_scans(2));
+	assert_true(wait_done(&a, 3000));
+	assert_true(a.at_ms - t0 >= 550 && a.at_ms - t0 < 850);
+	assert_int_equal(a.o.res.cat, CDP_ERR_TIMEOUT);
+	assert_false(a.o.expired_queued);
+	assert_false(atomic_load(&b.done));
+	fake_release(621);
+	assert_true(wait_done(&b, 3000));
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	scanq_free(q);
+	assert_int_equal(fake_nscans(), 2);
 }
 
 static void test_free_cancels_queued(void **state)
@@ -811,6 +994,65 @@ static void test_no_retry_past_deadline(void **state)
 }
 
 /*
+ * A waiter joins a running scan that then times out (clamd took all the
+ * time it was given, the creator's): the scan is asked again with the
+ * joiner's time, as a scan of its own would have had, and the joiner gets
+ * its verdict. The creator, whose deadline has passed, is told so.
+ */
+static void test_timeout_retried_for_later_joiner(void **state)
+{
+	struct scanq *q = script_queue(600);
+	struct scanq_counters cnt;
+	struct twaiter a, b;
+
+	(void)state;
+	script_reset(1, CDP_ERR_TIMEOUT);
+	script.outlive_limit = true;
+	script.block = true; /* the second call, until released */
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 240, 100, 1, &a), 0);
+	assert_true(script_wait_calls(1));
+	usleep(300 * 1000);
+	assert_int_equal(submit(q, 240, 100, 2, &b), 0);
+	/* a's own deadline has passed: told so, not kept for b's time */
+	assert_true(wait_done(&a, 3000));
+	assert_int_equal(a.o.res.cat, CDP_ERR_TIMEOUT);
+	assert_false(a.o.expired_queued);
+	assert_true(script_wait_calls(2));
+	assert_false(atomic_load(&b.done));
+	script_release();
+	assert_true(wait_done(&b, 3000));
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	scanq_counters(q, &cnt);
+	scanq_free(q);
+	assert_int_equal(script_calls(), 2);
+	assert_true(script.timeout_ms[0] <= 600);
+	assert_true(script.timeout_ms[1] >= SCANQ_EXTEND_MIN_MS &&
+		    script.timeout_ms[1] < 400);
+	assert_int_equal(script.attempt[1], 1);
+	assert_int_equal(cnt.scans, 1);
+	assert_int_equal(cnt.retries, 1);
+}
+
+/* Without a later joiner a timeout is final, as before. */
+static void test_timeout_alone_not_retried(void **state)
+{
+	struct scanq *q = script_queue(300);
+	struct twaiter a;
+
+	(void)state;
+	script_reset(1, CDP_ERR_TIMEOUT);
+	script.outlive_limit = true;
+	twaiter_init(&a, false);
+	assert_int_equal(submit(q, 241, 100, 1, &a), 0);
+	assert_true(wait_done(&a, 3000));
+	assert_int_equal(a.o.res.cat, CDP_ERR_TIMEOUT);
+	scanq_free(q);
+	assert_int_equal(script_calls(), 1);
+}
+
+/*
  * Two waiters on a queued scan leave one after the other: the first is
  * answered and the scan stays queued; when the last leaves, the scan ends
  * unscanned, gives back its place in the uid's bound, and the same file
@@ -818,7 +1060,14 @@ static void test_no_retry_past_deadline(void **state)
  */
 static void test_withdraw_last_waiter_of_queued_scan(void **state)
 {
-	struct scanq *q = new_queue(1, 10000, 1);
+	struct scanq_config cfg = {
+		.threads = 1,
+		.timeout_ms = 10000,
+		.scan = fake_scan,
+		.max_queued_per_uid = 1,
+		.max_waiters_per_uid = 8,
+	};
+	struct scanq *q = new_queue_cfg(&cfg);
 	struct twaiter gate, a, b, c, other;
 	struct scanq_counters cnt;
 
@@ -948,12 +1197,18 @@ int main(void)
 		cmocka_unit_test(test_round_robin_between_uids),
 		cmocka_unit_test(test_small_file_lane),
 		cmocka_unit_test(test_bound_per_uid),
+		cmocka_unit_test(test_waiter_bound_counts_joins),
+		cmocka_unit_test(test_joiner_keeps_its_own_place),
+		cmocka_unit_test(test_joiner_keeps_its_own_deadline_queued),
+		cmocka_unit_test(test_earlier_deadline_answered_while_scanned),
 		cmocka_unit_test(test_free_cancels_queued),
 		cmocka_unit_test(test_retry_once_then_clean),
 		cmocka_unit_test(test_retry_gives_up),
 		cmocka_unit_test(test_no_retry_of_clamd_error),
 		cmocka_unit_test(test_no_retry_after_cancel),
 		cmocka_unit_test(test_no_retry_past_deadline),
+		cmocka_unit_test(test_timeout_retried_for_later_joiner),
+		cmocka_unit_test(test_timeout_alone_not_retried),
 		cmocka_unit_test(test_withdraw_last_waiter_of_queued_scan),
 		cmocka_unit_test(test_reconfigure_under_way),
 	};
