@@ -6,12 +6,15 @@
 # (the dead mount stays there until the new mount replaces it), never the
 # raw backend's bytes; once clamd answers the new mount serves clean files
 # and refuses EICAR, and it is the only mount there.
+import json
 import os
 import signal
+import subprocess
 
 from adminutil import admin, ini, wait_log  # noqa: F401
 from clamfstest.mountinfo import mounts_at
-from fsutil import UID_A, GID_A, run_as
+from clamfstest.env import PYTHON
+from fsutil import UID_A, GID_A, run_as, setpriv_prefix
 from scanutil import put
 
 CLEAN = b"clean\n"
@@ -60,6 +63,49 @@ def read_as_user(share, c, secs):
                   timeout=secs + 60)
 
 
+# A user whose cwd is inside the share (taken through the live mount):
+# after each line on stdin, reads "e" relative to the cwd and prints the
+# outcome.
+CWD_READER = """
+import errno, json, os, sys
+os.chdir(sys.argv[1])
+eicar = bytes(json.loads(sys.argv[2]))
+print("ready", flush=True)
+for _ in sys.stdin:
+    try:
+        with open("e", "rb") as f:
+            out = "EICAR" if eicar in f.read() else "bytes"
+    except OSError as e:
+        out = errno.errorcode.get(e.errno, str(e.errno))
+    print(out, flush=True)
+"""
+
+
+class CwdReader:
+    def __init__(self, share, c):
+        self.p = subprocess.Popen(
+            setpriv_prefix(UID_A, GID_A) +
+            [PYTHON, "-c", CWD_READER, share, json.dumps(list(c.eicar))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline().strip() == "ready"
+
+    def read(self):
+        self.p.stdin.write("\n")
+        self.p.stdin.flush()
+        return self.p.stdout.readline().strip()
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=10)
+
+
+def crash(m, c):
+    os.kill(m.pid, signal.SIGKILL)
+    m.proc.wait(timeout=10)
+    m.torn_down = True
+    c.stop()
+
+
 def test_restart_after_crash_never_shows_the_raw_backend(admin,
                                                          clamd_factory):
     c = clamd_factory()
@@ -68,11 +114,10 @@ def test_restart_after_crash_never_shows_the_raw_backend(admin,
     before = read_as_user(share, c, 0.5)
     assert not [k for k in before if k.endswith("EICAR")], before
     assert before.get("e:EACCES") and before.get("clean:bytes"), before
+    inside = CwdReader(share, c)
+    assert inside.read() == "EACCES"
 
-    os.kill(m.pid, signal.SIGKILL)
-    m.proc.wait(timeout=10)
-    m.torn_down = True
-    c.stop()
+    crash(m, c)
     m2 = admin.start(["-f", "-o", f"config={cfg}"], share, share,
                      wait=False)
     try:
@@ -93,6 +138,7 @@ def test_restart_after_crash_never_shows_the_raw_backend(admin,
     assert not served, f"the raw backend was served during the wait: {during}"
     # the dead mount's answer, to every open by the share's path
     assert set(during) == {"e:ENOTCONN", "clean:ENOTCONN"}, during
+    assert inside.read() == "ENOTCONN"
 
     c.start()
     assert wait_log(m2, "clamd answers", timeout=30), m2.stderr_text()
@@ -103,3 +149,50 @@ def test_restart_after_crash_never_shows_the_raw_backend(admin,
     assert after.get("clean:bytes") and after.get("e:EACCES"), after
     assert set(after) == {"clean:bytes", "e:EACCES"}, after
     assert len(mounts_at(share)) == 1, mounts_at(share)
+    # a cwd taken in the old mount stays in it: dead, never the raw backend
+    assert inside.read() == "ENOTCONN"
+    inside.close()
+
+
+def test_stop_during_the_wait_leaves_the_dead_mount(admin, clamd_factory):
+    """SIGTERM while the restart waits for clamd: clamfs exits cleanly and
+    the dead mount stays, still refusing everything; the next start
+    replaces it."""
+    c = clamd_factory()
+    share, cfg = inplace_share(admin, c, 30)
+    m = admin.start(["-f", "-o", f"config={cfg}"], share, share)
+    crash(m, c)
+    m2 = admin.start(["-f", "-o", f"config={cfg}"], share, share,
+                     wait=False)
+    assert wait_log(m2, "waiting up to 30 s for clamd"), m2.stderr_text()
+    m2.proc.send_signal(signal.SIGTERM)
+    assert m2.proc.wait(timeout=10) == 0, m2.stderr_text()
+    m2.torn_down = True
+    assert len(mounts_at(share)) == 1, mounts_at(share)
+    assert read_as_user(share, c, 0.2).keys() == {"e:ENOTCONN",
+                                                   "clean:ENOTCONN"}
+    c.start()
+    m3 = admin.start(["-f", "-o", f"config={cfg}"], share, share)
+    assert wait_log(m3, "removed the dead mount"), m3.stderr_text()
+    after = read_as_user(share, c, 0.2)
+    assert set(after) == {"clean:bytes", "e:EACCES"}, after
+
+
+def test_wait_given_up_mounts_fail_closed(admin, clamd_factory):
+    """clamd_wait runs out with clamd still down: the new mount replaces
+    the dead one and refuses every open (on_error=deny) until clamd
+    answers; the raw backend is never shown in between."""
+    c = clamd_factory()
+    share, cfg = inplace_share(admin, c, 2)
+    m = admin.start(["-f", "-o", f"config={cfg}"], share, share)
+    crash(m, c)
+    m2 = admin.start(["-f", "-o", f"config={cfg}"], share, share,
+                     wait=False)
+    assert wait_log(m2, "waiting up to 2 s for clamd"), m2.stderr_text()
+    seen = read_as_user(share, c, 4)
+    assert wait_log(m2, "still not answering after 2 s"), m2.stderr_text()
+    assert wait_log(m2, "removed the dead mount"), m2.stderr_text()
+    assert set(seen) <= {"e:ENOTCONN", "clean:ENOTCONN", "e:EIO",
+                         "clean:EIO"}, seen
+    after = read_as_user(share, c, 0.2)
+    assert set(after) == {"e:EIO", "clean:EIO"}, after
