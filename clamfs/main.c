@@ -68,24 +68,29 @@ static void install_crash_handlers(const char *mountpoint)
  * the backend, which is then opened beneath it.
  */
 static int open_backend(const char *given, const char *dead, char **real,
-			struct stat *st)
+			struct stat *st, char *stage, size_t stage_len)
 {
 	char dir[PATH_MAX];
 	int fd;
 
+	stage[0] = '\0';
 	if (dead[0] &&
 	    mountpoint_find_dead(MOUNTINFO_SELF, given, "fuse.clamfs", dir,
 				 sizeof(dir)) == 1 &&
 	    strcmp(dir, dead) == 0) {
 		*real = strdup(dead);
-		fd = mountpoint_open_beneath(dead, O_PATH | O_DIRECTORY);
+		fd = mountpoint_open_beneath(dead, O_PATH | O_DIRECTORY, stage,
+					     stage_len);
 		if (!*real || fd < 0 || fstat(fd, st) == -1) {
 			fprintf(stderr,
 				"clamfs: backend %s: cannot open it beneath "
 				"the dead mount there: %s\n",
 				given, strerror(fd < 0 ? -fd : errno));
-			if (fd >= 0)
+			if (fd >= 0) {
 				close(fd);
+				mountpoint_unstage(stage);
+				stage[0] = '\0';
+			}
 			return -1;
 		}
 		return fd;
@@ -334,7 +339,7 @@ int main(int argc, char *argv[])
 	struct fdlimit fdlim;
 	size_t inode_budget;
 	char *backend = NULL, *mnt = NULL;
-	char err[512], clamd[1024], dead[PATH_MAX];
+	char err[512], clamd[1024], dead[PATH_MAX], stage[64];
 	unsigned long long moved_id = 0;
 	struct stat root_st;
 	int root_fd, creds_err, ret = 1;
@@ -375,16 +380,23 @@ int main(int argc, char *argv[])
 	ret = EXIT_MOUNT;
 	/* before the backend: in place, the dead mount hides it */
 	find_dead_mount(opts.mountpoint, dead, sizeof(dead));
-	root_fd = open_backend(opts.backend, dead, &backend, &root_st);
+	root_fd = open_backend(opts.backend, dead, &backend, &root_st, stage,
+			       sizeof(stage));
 	if (root_fd == -1)
 		goto out_opts;
 	if (check_mountpoint(opts.mountpoint, dead, &mnt) == -1) {
 		close(root_fd);
+		if (stage[0])
+			mountpoint_unstage(stage);
 		goto out_opts;
 	}
 	log_set_mount(mnt);
 	ret = EXIT_FAILED;
 	fs.itab = itab_create(root_fd, &root_st);
+	/* after itab_create: it asks mountinfo about the backend's mount */
+	if (stage[0])
+		mountpoint_unstage(stage);
+	stage[0] = '\0';
 	if (!fs.itab || opts_add_mount_names(&args, backend) != 0) {
 		fprintf(stderr, "clamfs: out of memory\n");
 		goto out_fs;

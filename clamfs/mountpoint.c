@@ -202,32 +202,6 @@ int mountpoint_find_dead(const char *mountinfo, const char *given,
 	return 1;
 }
 
-int mountpoint_open_beneath(const char *dir, int flags)
-{
-	char parent[PATH_MAX], base[PATH_MAX];
-	int tree, fd, saved;
-
-	if (snprintf(parent, sizeof(parent), "%s", dir) >=
-		    (int)sizeof(parent) ||
-	    snprintf(base, sizeof(base), "%s", dir) >= (int)sizeof(base))
-		return -ENAMETOOLONG;
-	/*
-	 * A copy of the mount dir's parent directory is on, without the
-	 * mounts on top of it (not recursive): in it, dir is the directory
-	 * itself. What is opened in the copy keeps it alive after the copy's
-	 * own fd is closed, as a lazily unmounted mount stays for its open
-	 * files.
-	 */
-	tree = open_tree(AT_FDCWD, dirname(parent),
-			 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	if (tree == -1)
-		return -errno;
-	fd = openat(tree, basename(base), flags | O_NOFOLLOW | O_CLOEXEC);
-	saved = errno;
-	close(tree);
-	return fd == -1 ? -saved : fd;
-}
-
 int mountpoint_stage(char *dir, size_t len)
 {
 	static const char *const parents[] = {"/run", "/tmp"};
@@ -265,8 +239,63 @@ fail:
 
 void mountpoint_unstage(const char *dir)
 {
-	umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW);
+	/* a copy attached there, then the stage's own bind */
+	while (umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+		;
 	rmdir(dir);
+}
+
+int mountpoint_open_beneath(const char *dir, int flags, char *stage, size_t len)
+{
+	char parent[PATH_MAX], base[PATH_MAX], inside[PATH_MAX];
+	int tree, fd, ret;
+
+	if (snprintf(parent, sizeof(parent), "%s", dir) >=
+		    (int)sizeof(parent) ||
+	    snprintf(base, sizeof(base), "%s", dir) >= (int)sizeof(base))
+		return -ENAMETOOLONG;
+	ret = mountpoint_stage(stage, len);
+	if (ret)
+		return ret;
+	/*
+	 * A copy of the mounts from dir's parent down, attached at the
+	 * stage: in it the copy of the top mount on dir can go while the
+	 * real one stays. Recursive, so that a backend that is a mount of
+	 * its own (a filesystem mounted on dir, clamfs over it) is there.
+	 */
+	tree = open_tree(AT_FDCWD, dirname(parent),
+			 OPEN_TREE_CLONE | AT_RECURSIVE | OPEN_TREE_CLOEXEC);
+	if (tree == -1)
+		goto fail;
+	if (move_mount(tree, "", AT_FDCWD, stage, MOVE_MOUNT_F_EMPTY_PATH) ==
+	    -1) {
+		ret = -errno;
+		close(tree);
+		goto out;
+	}
+	close(tree);
+	/*
+	 * Copies of shared mounts are peers of the originals: made private
+	 * first, or unmounting the copy would unmount the real one too.
+	 */
+	if (mount(NULL, stage, NULL, MS_REC | MS_PRIVATE, NULL) == -1)
+		goto fail;
+	if (snprintf(inside, sizeof(inside), "%s/%s", stage, basename(base)) >=
+	    (int)sizeof(inside)) {
+		ret = -ENAMETOOLONG;
+		goto out;
+	}
+	if (umount2(inside, MNT_DETACH | UMOUNT_NOFOLLOW) == -1)
+		goto fail;
+	fd = open(inside, flags | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1)
+		goto fail;
+	return fd;
+fail:
+	ret = -errno;
+out:
+	mountpoint_unstage(stage);
+	return ret;
 }
 
 #ifndef MOVE_MOUNT_BENEATH

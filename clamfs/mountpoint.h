@@ -73,22 +73,26 @@ int mountpoint_find_dead(const char *mountinfo, const char *given,
 			 const char *fstype, char *dir, size_t len);
 
 /*
- * Opens the absolute directory dir as it is beneath every mount on it (the
- * backend a dead in-place mount hides), with open flags (O_PATH |
- * O_DIRECTORY, say). Mounts inside dir are not seen through the fd. Needs
- * CAP_SYS_ADMIN. The fd, or negative errno.
- */
-int mountpoint_open_beneath(const char *dir, int flags);
-
-/*
  * Makes a private directory of root's (under /run, else /tmp) that is a
  * private mount of its own, to mount on and move the mount from: 0 and its
  * name in dir, or negative errno.
  */
 int mountpoint_stage(char *dir, size_t len);
 
-/* Undoes mountpoint_stage, once the mount made there has moved away. */
+/* Undoes mountpoint_stage, detaching whatever is still mounted there. */
 void mountpoint_unstage(const char *dir);
+
+/*
+ * Opens the absolute directory dir as it is beneath the top mount on it
+ * (the backend a dead in-place mount hides), with open flags (O_PATH |
+ * O_DIRECTORY, say), through a copy of the mounts from dir's parent down
+ * made on a stage. The copy stays attached there, so that what the fd is
+ * on is listed in mountinfo like any mount, until mountpoint_unstage(stage);
+ * the fd keeps working after that. Needs CAP_SYS_ADMIN. The fd (stage
+ * set), or negative errno (nothing left behind).
+ */
+int mountpoint_open_beneath(const char *dir, int flags, char *stage,
+			    size_t len);
 
 /*
  * Moves the mount on staged to target in place of the mount on top there

@@ -11,6 +11,8 @@ import os
 import signal
 import subprocess
 
+import pytest
+
 from adminutil import admin, ini, wait_log  # noqa: F401
 from clamfstest.mountinfo import mounts_at
 from clamfstest.env import PYTHON
@@ -40,11 +42,17 @@ emit(dict(seen))
 """
 
 
-def inplace_share(admin, c, wait):
+def inplace_share(admin, c, wait, own_fs=False):
+    """A share protected in place; with own_fs a filesystem of its own
+    mounted there (a tmpfs over a directory holding only "shadow")."""
     base = admin.tempdir()
     os.chmod(base, 0o755)
     share = os.path.join(base, "share")
     os.mkdir(share, 0o755)
+    if own_fs:
+        put(os.path.join(share, "shadow"), CLEAN)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=755",
+                        "tmpfs", share], check=True)
     put(os.path.join(share, "e"), c.eicar)
     put(os.path.join(share, "clean"), CLEAN)
     for n in ("e", "clean"):
@@ -106,11 +114,44 @@ def crash(m, c):
     c.stop()
 
 
+def unmount_all(share, mounts):
+    """Stops the daemons (SIGTERM: a clean stop; the teardown still checks
+    how they ended) and takes every mount off share, the backend's own
+    filesystem last."""
+    for m in mounts:
+        if m.proc.poll() is None:
+            m.proc.send_signal(signal.SIGTERM)
+            m.proc.wait(timeout=30)
+    while mounts_at(share):
+        subprocess.run(["umount", "-l", share], check=True)
+
+
+@pytest.mark.parametrize("own_fs", [False, True],
+                         ids=["directory", "own-filesystem"])
 def test_restart_after_crash_never_shows_the_raw_backend(admin,
-                                                         clamd_factory):
+                                                         clamd_factory,
+                                                         own_fs):
     c = clamd_factory()
-    share, cfg = inplace_share(admin, c, 30)
+    share, cfg = inplace_share(admin, c, 30, own_fs)
+    started = []
+    try:
+        crash_and_restart(admin, c, share, cfg, started)
+        # only the backend's own filesystem under the mount
+        assert len(mounts_at(share)) == (2 if own_fs else 1), \
+            mounts_at(share)
+        if own_fs:
+            ms = started[-1]
+            ms.proc.send_signal(signal.SIGTERM)
+            assert ms.proc.wait(timeout=30) == 0, ms.stderr_text()
+            assert [x.fstype for x in mounts_at(share)] == ["tmpfs"]
+    finally:
+        if own_fs:
+            unmount_all(share, started)
+
+
+def crash_and_restart(admin, c, share, cfg, started):
     m = admin.start(["-f", "-o", f"config={cfg}"], share, share)
+    started.append(m)
     before = read_as_user(share, c, 0.5)
     assert not [k for k in before if k.endswith("EICAR")], before
     assert before.get("e:EACCES") and before.get("clean:bytes"), before
@@ -120,6 +161,7 @@ def test_restart_after_crash_never_shows_the_raw_backend(admin,
     crash(m, c)
     m2 = admin.start(["-f", "-o", f"config={cfg}"], share, share,
                      wait=False)
+    started.append(m2)
     try:
         assert wait_log(m2, "waiting up to 30 s for clamd"), \
             m2.stderr_text()
@@ -148,7 +190,6 @@ def test_restart_after_crash_never_shows_the_raw_backend(admin,
     after = read_as_user(share, c, 0.5)
     assert after.get("clean:bytes") and after.get("e:EACCES"), after
     assert set(after) == {"clean:bytes", "e:EACCES"}, after
-    assert len(mounts_at(share)) == 1, mounts_at(share)
     # a cwd taken in the old mount stays in it: dead, never the raw backend
     assert inside.read() == "ENOTCONN"
     inside.close()

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -212,32 +213,58 @@ static int mounts_at(const char *dir)
 	return c.n;
 }
 
-static void test_open_beneath_sees_the_covered_directory(void **state)
+/* a directory in the parent's filesystem, or a filesystem of its own */
+static void open_beneath(bool own_fs)
 {
 	char base[] = "/tmp/clamfs-beneath-XXXXXX", sub[128];
-	char under[PATH_MAX];
+	char under[PATH_MAX], stage[64], inside[128];
 	int fd;
 
 	assert_non_null(mkdtemp(base));
 	snprintf(sub, sizeof(sub), "%s/share", base);
 	snprintf(under, sizeof(under), "%s/under", sub);
 	assert_int_equal(mkdir(sub, 0755), 0);
+	if (own_fs)
+		mount_marked(sub, "fs");
 	fd = open(under, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
 	close(fd);
 	mount_marked(sub, "over");
 	assert_int_equal(access(under, F_OK), -1); /* covered */
-	fd = mountpoint_open_beneath(sub, O_PATH | O_DIRECTORY);
+	fd = mountpoint_open_beneath(sub, O_PATH | O_DIRECTORY, stage,
+				     sizeof(stage));
 	assert_true(fd >= 0);
+	/* listed until unstaged: the stage, the copy on it, and in the copy
+	 * the backend's own mount but not the copy of the one over it */
+	assert_int_equal(mounts_at(stage), 2);
+	snprintf(inside, sizeof(inside), "%s/share", stage);
+	assert_int_equal(mounts_at(inside), own_fs ? 1 : 0);
+	mountpoint_unstage(stage);
+	assert_int_equal(access(stage, F_OK), -1);
 	assert_int_equal(faccessat(fd, "under", F_OK, 0), 0);
 	assert_int_equal(faccessat(fd, "over", F_OK, 0), -1);
+	assert_int_equal(faccessat(fd, "fs", F_OK, 0), own_fs ? 0 : -1);
 	close(fd);
-	assert_int_equal(mountpoint_open_beneath("/nonexistent/x", O_PATH),
+	/* the real mounts are untouched */
+	assert_int_equal(mounts_at(sub), own_fs ? 2 : 1);
+	assert_int_equal(mountpoint_open_beneath("/nonexistent/x", O_PATH,
+						 stage, sizeof(stage)),
 			 -ENOENT);
-	assert_int_equal(umount2(sub, MNT_DETACH), 0);
+	while (umount2(sub, MNT_DETACH) == 0)
+		;
 	unlink(under);
 	rmdir(sub);
 	rmdir(base);
+}
+
+static void test_open_beneath_sees_the_covered_directory(void **state)
+{
+	open_beneath(false);
+}
+
+static void test_open_beneath_sees_a_covered_filesystem(void **state)
+{
+	open_beneath(true);
 }
 
 static void test_replace_puts_the_new_mount_in_place(void **state)
@@ -276,6 +303,7 @@ int main(void)
 		cmocka_unit_test(test_each_gives_every_field),
 		cmocka_unit_test(test_top_id_and_listed),
 		cmocka_unit_test(test_open_beneath_sees_the_covered_directory),
+		cmocka_unit_test(test_open_beneath_sees_a_covered_filesystem),
 		cmocka_unit_test(test_replace_puts_the_new_mount_in_place),
 	};
 
