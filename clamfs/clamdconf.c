@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Reading clamd.conf limits and finding the clamd.conf of a listener
- * (clamdconf.h).
+ * Reading clamd.conf limits, finding the clamd.conf of a listener, and who
+ * may use a clamd socket (clamdconf.h).
  */
 #include "clamdconf.h"
 
@@ -274,4 +274,20 @@ int clamdconf_find(const char *addr, char *path, size_t len)
 		return 1;
 	snprintf(path, len, "%s", CLAMDCONF_DEFAULT_PATH);
 	return 0;
+}
+
+enum clamd_socket_access clamdconf_socket_access(mode_t mode)
+{
+	if (mode & S_IWOTH)
+		return CLAMD_SOCKET_ANYONE;
+	if (mode & S_IWGRP)
+		return CLAMD_SOCKET_GROUP;
+	return CLAMD_SOCKET_OWNER;
+}
+
+const char *clamdconf_unix_path(const char *addr)
+{
+	if (strncmp(addr, "unix:", 5) == 0)
+		return addr + 5;
+	return strstr(addr, "://") ? NULL : addr;
 }

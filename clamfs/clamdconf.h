@@ -2,7 +2,8 @@
 /*
  * clamd's own size limits, read from the clamd.conf of the clamd clamfs
  * talks to, for --check: a clamd limit below clamfs' max_scan_size means
- * files clamd refuses to stream (EIO) or skips and calls clean.
+ * files clamd refuses to stream (EIO) or skips and calls clean; and who
+ * may connect to clamd's UNIX socket, where anyone connected can stop it.
  */
 #ifndef CLAMFS_CLAMDCONF_H
 #define CLAMFS_CLAMDCONF_H
@@ -10,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct clamd_limits {
 	uint64_t max_file_size;	    /* MaxFileSize; 0: no limit */
@@ -44,6 +46,25 @@ int clamdconf_read(const char *path, struct clamd_limits *l,
  * default is assumed, -EREMOTE when clamd is on another host.
  */
 int clamdconf_find(const char *addr, char *path, size_t len);
+
+/*
+ * Who may connect to a clamd UNIX socket of this mode: connect() needs
+ * write permission, and whoever connects can send SHUTDOWN.
+ */
+enum clamd_socket_access {
+	CLAMD_SOCKET_OWNER,  /* its owner (and root) only */
+	CLAMD_SOCKET_GROUP,  /* its group's members too */
+	CLAMD_SOCKET_ANYONE, /* every local user (Debian's LocalSocketMode 666)
+			      */
+};
+
+enum clamd_socket_access clamdconf_socket_access(mode_t mode);
+
+/*
+ * The socket path of a UNIX clamd address ("/run/clamd.ctl" or
+ * "unix:/run/clamd.ctl"), NULL for tcp:// and tls://.
+ */
+const char *clamdconf_unix_path(const char *addr);
 
 #define CLAMDCONF_DEFAULT_PATH "/etc/clamav/clamd.conf"
 

@@ -5,6 +5,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -166,6 +168,58 @@ static int check_backend(FILE *out, struct cdp_pool *pool, const char *addr)
 	return EXIT_OK;
 }
 
+/*
+ * Who can connect to a UNIX clamd, by its socket's mode: whoever can, can
+ * stop it (SHUTDOWN), and then every open fails, or is served unscanned
+ * where on_error=allow. clamfs runs as root and connects whatever the mode.
+ * A warning only, like the limits: the status stays clamd's answer.
+ */
+static void check_socket_access(FILE *out, const char *addr)
+{
+	const char *path = clamdconf_unix_path(addr);
+	struct passwd *pw;
+	struct group *gr;
+	char owner[32], group[32];
+	struct stat st;
+
+	if (!path || stat(path, &st) == -1 || !S_ISSOCK(st.st_mode))
+		return;
+	pw = getpwuid(st.st_uid);
+	gr = getgrgid(st.st_gid);
+	if (pw)
+		snprintf(owner, sizeof(owner), "%s", pw->pw_name);
+	else
+		snprintf(owner, sizeof(owner), "uid %u", (unsigned)st.st_uid);
+	if (gr)
+		snprintf(group, sizeof(group), "%s", gr->gr_name);
+	else
+		snprintf(group, sizeof(group), "gid %u", (unsigned)st.st_gid);
+	switch (clamdconf_socket_access(st.st_mode)) {
+	case CLAMD_SOCKET_ANYONE:
+		fprintf(out,
+			"clamd %s: warning: the socket is writable by every "
+			"local user (mode %04o): any of them can stop clamd "
+			"(SHUTDOWN), and then every open fails (or is served "
+			"unscanned where on_error=allow); set LocalSocketMode "
+			"660 and a LocalSocketGroup in clamd.conf\n",
+			addr, (unsigned)(st.st_mode & 07777));
+		break;
+	case CLAMD_SOCKET_GROUP:
+		fprintf(out,
+			"clamd %s: socket mode %04o, owner %s, group %s: the "
+			"owner and the group's members can connect (and stop "
+			"clamd), and root\n",
+			addr, (unsigned)(st.st_mode & 07777), owner, group);
+		break;
+	case CLAMD_SOCKET_OWNER:
+		fprintf(out,
+			"clamd %s: socket mode %04o, owner %s: only the owner "
+			"and root can connect\n",
+			addr, (unsigned)(st.st_mode & 07777), owner);
+		break;
+	}
+}
+
 /* The exit status clamd's part of --check earns (exitcode.h): every
  * backend must answer. */
 static int check_clamd(FILE *out, const struct clamfs_opts *opts)
@@ -180,10 +234,12 @@ static int check_clamd(FILE *out, const struct clamfs_opts *opts)
 		fprintf(out, "%s\n", err);
 		return EXIT_CONFIG;
 	}
-	for (size_t i = 0; i < cdp_fleet_size(fleet); i++)
+	for (size_t i = 0; i < cdp_fleet_size(fleet); i++) {
 		if (check_backend(out, cdp_fleet_pool(fleet, i),
 				  cdp_fleet_addr(fleet, i)) != EXIT_OK)
 			status = EXIT_CLAMD;
+		check_socket_access(out, cdp_fleet_addr(fleet, i));
+	}
 	if (status == EXIT_OK)
 		/* the first backend's clamd.conf stands for the fleet's */
 		check_clamd_limits(out, opts, cdp_fleet_addr(fleet, 0),

@@ -7,10 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,11 +62,39 @@ static void install_crash_handlers(const char *mountpoint)
 #endif
 }
 
-/* Opens the backend root; a one-line reason on failure. */
-static int open_backend(const char *given, char **real, struct stat *st)
+/*
+ * Opens the backend root; a one-line reason on failure. dead names the
+ * dead clamfs mount on the mountpoint ("" when none): in place it hides
+ * the backend, which is then opened beneath it.
+ */
+static int open_backend(const char *given, const char *dead, char **real,
+			struct stat *st, char *stage, size_t stage_len)
 {
+	char dir[PATH_MAX];
 	int fd;
 
+	stage[0] = '\0';
+	if (dead[0] &&
+	    mountpoint_find_dead(MOUNTINFO_SELF, given, "fuse.clamfs", dir,
+				 sizeof(dir)) == 1 &&
+	    strcmp(dir, dead) == 0) {
+		*real = strdup(dead);
+		fd = mountpoint_open_beneath(dead, O_PATH | O_DIRECTORY, stage,
+					     stage_len);
+		if (!*real || fd < 0 || fstat(fd, st) == -1) {
+			fprintf(stderr,
+				"clamfs: backend %s: cannot open it beneath "
+				"the dead mount there: %s\n",
+				given, strerror(fd < 0 ? -fd : errno));
+			if (fd >= 0) {
+				close(fd);
+				mountpoint_unstage(stage);
+				stage[0] = '\0';
+			}
+			return -1;
+		}
+		return fd;
+	}
 	*real = realpath(given, NULL);
 	if (!*real) {
 		fprintf(stderr, "clamfs: backend %s: %s\n", given,
@@ -83,32 +113,37 @@ static int open_backend(const char *given, char **real, struct stat *st)
 }
 
 /*
- * A clamfs that was killed left its mount: take it away, so that
- * Restart=on-failure brings the share back instead of looping on ENOTCONN.
+ * A clamfs that was killed left its mount, answering ENOTCONN. It stays
+ * there until the new mount takes its place (mount_session), so that in
+ * place the raw backend it hides is never shown, not even while clamd_wait
+ * waits. Its absolute name in dir, or "".
  */
-static void remove_stale_mount(const char *given)
+static void find_dead_mount(const char *given, char *dir, size_t len)
 {
-	char dir[PATH_MAX];
 	int ret;
 
-	ret = mountpoint_remove_stale(MOUNTINFO_SELF, given, "fuse.clamfs", dir,
-				      sizeof(dir));
-	if (ret == 1)
-		log_warn("mountpoint %s: removed the dead mount a clamfs that "
-			 "did not exit cleanly left there",
-			 dir);
-	else if (ret < 0)
-		log_err("mountpoint %s: a dead clamfs mount is there and "
-			"cannot be removed: %s",
+	ret = mountpoint_find_dead(MOUNTINFO_SELF, given, "fuse.clamfs", dir,
+				   len);
+	if (ret < 0)
+		log_err("mountpoint %s: cannot tell whether a dead clamfs "
+			"mount is there: %s",
 			given, strerror(-ret));
+	if (ret != 1)
+		dir[0] = '\0';
 }
 
-static int check_mountpoint(const char *given, char **real)
+static int check_mountpoint(const char *given, const char *dead, char **real)
 {
 	char fstype[64];
 	struct stat st;
 	int ret;
 
+	if (dead[0]) { /* ours, and dead: a directory it was mounted on */
+		*real = strdup(dead);
+		if (!*real)
+			fprintf(stderr, "clamfs: out of memory\n");
+		return *real ? 0 : -1;
+	}
 	*real = realpath(given, NULL);
 	if (!*real || stat(*real, &st) == -1) {
 		fprintf(stderr, "clamfs: mountpoint %s: %s\n", given,
@@ -128,6 +163,80 @@ static int check_mountpoint(const char *given, char **real)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Mounts se on mnt. Over a dead mount of ours (dead set), libfuse cannot
+ * mount directly (it stats the mountpoint: ENOTCONN), and taking the dead
+ * mount away first would uncover the directory beneath, which in place is
+ * the raw backend: mount on a private stage, then move the mount in place
+ * of the dead one. *moved_id is then the mount's id (0 otherwise): libfuse
+ * knows it by the stage's name, mount_unmount takes it off mnt.
+ */
+static int mount_session(struct fuse_session *se, const char *mnt, bool dead,
+			 unsigned long long *moved_id)
+{
+	char stage[64];
+	int ret;
+
+	*moved_id = 0;
+	if (!dead)
+		return fuse_session_mount(se, mnt);
+	ret = mountpoint_stage(stage, sizeof(stage));
+	if (ret) {
+		log_err("mountpoint %s: cannot make a private directory to "
+			"mount on before replacing the dead mount: %s",
+			mnt, strerror(-ret));
+		return -1;
+	}
+	if (fuse_session_mount(se, stage) != 0) {
+		mountpoint_unstage(stage);
+		return -1;
+	}
+	ret = mountpoint_replace(stage, mnt);
+	if (ret < 0) {
+		log_err("mountpoint %s: cannot move the new mount in place of "
+			"the dead one: %s",
+			mnt, strerror(-ret));
+		fuse_session_unmount(se);
+		mountpoint_unstage(stage);
+		return -1;
+	}
+	mountpoint_unstage(stage);
+	if (mountpoint_top_id(MOUNTINFO_SELF, mnt, moved_id) != 1)
+		*moved_id = 0;
+	if (ret == 1)
+		log_warn("mountpoint %s: removed the dead mount a clamfs that "
+			 "did not exit cleanly left there, once the new mount "
+			 "covered it",
+			 mnt);
+	else
+		log_warn("mountpoint %s: mounted over the dead mount a clamfs "
+			 "that did not exit cleanly left there (this kernel "
+			 "cannot mount beneath it); it refuses every access "
+			 "again once this mount goes",
+			 mnt);
+	return 0;
+}
+
+/*
+ * Unmounts what mount_session mounted. A moved mount is taken off mnt
+ * here, only when the connection still stands (it is still mounted
+ * somewhere) and mnt's top mount is still the one moved there; libfuse
+ * then finds the connection gone, or (files still open on the lazily
+ * detached mount) fails to unmount the stage's name, which is gone.
+ */
+static void mount_unmount(struct fuse_session *se, const char *mnt,
+			  unsigned long long moved_id)
+{
+	struct pollfd pfd = {.fd = fuse_session_fd(se)};
+	unsigned long long top;
+
+	if (moved_id && poll(&pfd, 1, 0) == 0 &&
+	    mountpoint_top_id(MOUNTINFO_SELF, mnt, &top) == 1 &&
+	    top == moved_id && umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) == -1)
+		log_warn("cannot unmount %s: %s", mnt, strerror(errno));
+	fuse_session_unmount(se);
 }
 
 static int run_loop(struct fuse_session *se, const struct clamfs_opts *opts)
@@ -230,7 +339,8 @@ int main(int argc, char *argv[])
 	struct fdlimit fdlim;
 	size_t inode_budget;
 	char *backend = NULL, *mnt = NULL;
-	char err[512], clamd[1024];
+	char err[512], clamd[1024], dead[PATH_MAX], stage[64];
+	unsigned long long moved_id = 0;
 	struct stat root_st;
 	int root_fd, creds_err, ret = 1;
 
@@ -269,17 +379,24 @@ int main(int argc, char *argv[])
 	inode_budget = fdlimit_inode_budget(fdlim.soft);
 	ret = EXIT_MOUNT;
 	/* before the backend: in place, the dead mount hides it */
-	remove_stale_mount(opts.mountpoint);
-	root_fd = open_backend(opts.backend, &backend, &root_st);
+	find_dead_mount(opts.mountpoint, dead, sizeof(dead));
+	root_fd = open_backend(opts.backend, dead, &backend, &root_st, stage,
+			       sizeof(stage));
 	if (root_fd == -1)
 		goto out_opts;
-	if (check_mountpoint(opts.mountpoint, &mnt) == -1) {
+	if (check_mountpoint(opts.mountpoint, dead, &mnt) == -1) {
 		close(root_fd);
+		if (stage[0])
+			mountpoint_unstage(stage);
 		goto out_opts;
 	}
 	log_set_mount(mnt);
 	ret = EXIT_FAILED;
 	fs.itab = itab_create(root_fd, &root_st);
+	/* after itab_create: it asks mountinfo about the backend's mount */
+	if (stage[0])
+		mountpoint_unstage(stage);
+	stage[0] = '\0';
 	if (!fs.itab || opts_add_mount_names(&args, backend) != 0) {
 		fprintf(stderr, "clamfs: out of memory\n");
 		goto out_fs;
@@ -323,7 +440,7 @@ int main(int argc, char *argv[])
 		ret = 0; /* stopped before mounting: a clean stop */
 		goto out_signals;
 	}
-	if (fuse_session_mount(se, mnt) != 0) {
+	if (mount_session(se, mnt, dead[0] != '\0', &moved_id) != 0) {
 		ret = EXIT_MOUNT;
 		goto out_signals;
 	}
@@ -367,7 +484,7 @@ int main(int argc, char *argv[])
 	rt = NULL;
 
 out_unmount:
-	fuse_session_unmount(se);
+	mount_unmount(se, mnt, moved_id);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * mountinfo reader: finds the mount stacked last on a directory.
+ * mountinfo reader: finds the mount stacked last on a directory; and the
+ * mount moves that put a new mount in the place of a dead one without
+ * ever uncovering the directory beneath.
  */
 #include "mountpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <sys/mount.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* mountinfo escapes space, tab, newline and backslash as \ooo */
 static void unescape_octal(char *s)
@@ -174,8 +178,8 @@ static int absolute_unresolved(const char *given, char *out, size_t len)
 	return n < (int)len ? 0 : -ENAMETOOLONG;
 }
 
-int mountpoint_remove_stale(const char *mountinfo, const char *given,
-			    const char *fstype, char *dir, size_t len)
+int mountpoint_find_dead(const char *mountinfo, const char *given,
+			 const char *fstype, char *dir, size_t len)
 {
 	struct statfs sfs;
 	char top[64];
@@ -195,8 +199,126 @@ int mountpoint_remove_stale(const char *mountinfo, const char *given,
 	/* stat may answer from cached attributes; statfs always asks */
 	if (statfs(dir, &sfs) == 0 || errno != ENOTCONN)
 		return 0;
-	/* lazily: processes still inside keep their ENOTCONN, not the path */
-	if (umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) == -1)
-		return -errno;
 	return 1;
+}
+
+int mountpoint_stage(char *dir, size_t len)
+{
+	static const char *const parents[] = {"/run", "/tmp"};
+	int ret = -ENOENT;
+
+	for (size_t i = 0; i < sizeof(parents) / sizeof(parents[0]); i++) {
+		if (snprintf(dir, len, "%s/clamfs-stage.XXXXXX", parents[i]) >=
+		    (int)len)
+			return -ENAMETOOLONG;
+		if (mkdtemp(dir)) /* 0700: nobody else looks in */
+			break;
+		ret = -errno;
+		dir[0] = '\0';
+	}
+	if (!dir[0])
+		return ret;
+	/*
+	 * A mount cannot be moved away from under a shared mount (systemd
+	 * makes / and /run shared): the stage is a private mount of its own.
+	 */
+	if (mount(dir, dir, NULL, MS_BIND, NULL) == -1)
+		goto fail;
+	if (mount(NULL, dir, NULL, MS_PRIVATE, NULL) == -1) {
+		ret = -errno;
+		umount2(dir, MNT_DETACH);
+		rmdir(dir);
+		return ret;
+	}
+	return 0;
+fail:
+	ret = -errno;
+	rmdir(dir);
+	return ret;
+}
+
+void mountpoint_unstage(const char *dir)
+{
+	/* a copy attached there, then the stage's own bind */
+	while (umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+		;
+	rmdir(dir);
+}
+
+int mountpoint_open_beneath(const char *dir, int flags, char *stage, size_t len)
+{
+	char parent[PATH_MAX], base[PATH_MAX], inside[PATH_MAX];
+	int tree, fd, ret;
+
+	if (snprintf(parent, sizeof(parent), "%s", dir) >=
+		    (int)sizeof(parent) ||
+	    snprintf(base, sizeof(base), "%s", dir) >= (int)sizeof(base))
+		return -ENAMETOOLONG;
+	ret = mountpoint_stage(stage, len);
+	if (ret)
+		return ret;
+	/*
+	 * A copy of the mounts from dir's parent down, attached at the
+	 * stage: in it the copy of the top mount on dir can go while the
+	 * real one stays. Recursive, so that a backend that is a mount of
+	 * its own (a filesystem mounted on dir, clamfs over it) is there.
+	 */
+	tree = open_tree(AT_FDCWD, dirname(parent),
+			 OPEN_TREE_CLONE | AT_RECURSIVE | OPEN_TREE_CLOEXEC);
+	if (tree == -1)
+		goto fail;
+	if (move_mount(tree, "", AT_FDCWD, stage, MOVE_MOUNT_F_EMPTY_PATH) ==
+	    -1) {
+		ret = -errno;
+		close(tree);
+		goto out;
+	}
+	close(tree);
+	/*
+	 * Copies of shared mounts are peers of the originals: made private
+	 * first, or unmounting the copy would unmount the real one too.
+	 */
+	if (mount(NULL, stage, NULL, MS_REC | MS_PRIVATE, NULL) == -1)
+		goto fail;
+	if (snprintf(inside, sizeof(inside), "%s/%s", stage, basename(base)) >=
+	    (int)sizeof(inside)) {
+		ret = -ENAMETOOLONG;
+		goto out;
+	}
+	if (umount2(inside, MNT_DETACH | UMOUNT_NOFOLLOW) == -1)
+		goto fail;
+	fd = open(inside, flags | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1)
+		goto fail;
+	return fd;
+fail:
+	ret = -errno;
+out:
+	mountpoint_unstage(stage);
+	return ret;
+}
+
+#ifndef MOVE_MOUNT_BENEATH
+#define MOVE_MOUNT_BENEATH 0x00000200 /* Linux 6.5 */
+#endif
+
+int mountpoint_replace(const char *staged, const char *target)
+{
+	/*
+	 * Beneath the dead mount, then the dead one off the top: the
+	 * directory under them is never uncovered. A kernel older than 6.5
+	 * knows no MOVE_MOUNT_BENEATH (EINVAL): on top of the dead mount
+	 * then, which stays under it.
+	 */
+	if (move_mount(AT_FDCWD, staged, AT_FDCWD, target,
+		       MOVE_MOUNT_BENEATH) == 0) {
+		if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW) == -1)
+			return 0; /* still stacked, still covered */
+		return 1;
+	}
+	if (errno != EINVAL)
+		return -errno;
+	if (move_mount(AT_FDCWD, staged, AT_FDCWD, target, 0) == -1)
+		return -errno;
+	return 0;
 }

@@ -64,13 +64,42 @@ int mountpoint_id_listed(const char *mountinfo, unsigned long long id);
 bool mountpoint_opts_by_root(const char *superopts);
 
 /*
- * A clamfs that died leaves its mount behind, answering ENOTCONN, and a
- * restart would fail on it. When given is such a dead mount of type
- * fstype (the top one on it) that root made, detaches it and writes its
- * absolute name into dir. Returns 1 when it did, 0 when given is not a dead
- * mount of that type (anything else is left alone), negative errno on failure.
+ * A clamfs that died leaves its mount behind, answering ENOTCONN. When
+ * given is such a dead mount of type fstype (the top one on it) that root
+ * made, writes its absolute name into dir and returns 1; 0 when given is
+ * not a dead mount of that type, negative errno on failure.
  */
-int mountpoint_remove_stale(const char *mountinfo, const char *given,
-			    const char *fstype, char *dir, size_t len);
+int mountpoint_find_dead(const char *mountinfo, const char *given,
+			 const char *fstype, char *dir, size_t len);
+
+/*
+ * Makes a private directory of root's (under /run, else /tmp) that is a
+ * private mount of its own, to mount on and move the mount from: 0 and its
+ * name in dir, or negative errno.
+ */
+int mountpoint_stage(char *dir, size_t len);
+
+/* Undoes mountpoint_stage, detaching whatever is still mounted there. */
+void mountpoint_unstage(const char *dir);
+
+/*
+ * Opens the absolute directory dir as it is beneath the top mount on it
+ * (the backend a dead in-place mount hides), with open flags (O_PATH |
+ * O_DIRECTORY, say), through a copy of the mounts from dir's parent down
+ * made on a stage. The copy stays attached there, so that what the fd is
+ * on is listed in mountinfo like any mount, until mountpoint_unstage(stage);
+ * the fd keeps working after that. Needs CAP_SYS_ADMIN. The fd (stage
+ * set), or negative errno (nothing left behind).
+ */
+int mountpoint_open_beneath(const char *dir, int flags, char *stage,
+			    size_t len);
+
+/*
+ * Moves the mount on staged to target in place of the mount on top there
+ * (a dead one), which is detached only once the new mount covers the
+ * directory: 1. Before Linux 6.5 the new mount goes on top of the old one,
+ * which stays under it: 0. Negative errno when nothing moved.
+ */
+int mountpoint_replace(const char *staged, const char *target);
 
 #endif

@@ -3,7 +3,9 @@
 # VERSION and prints the engine and database version; exit 0 against the
 # running private clamd (from a file or -o clamd=, UNIX socket or TCP),
 # exit 1 with a reason against a stopped clamd, a fdpass over TCP, a bad
-# path or a bad configuration. It never mounts anything.
+# path or a bad configuration; it warns when every local user can connect
+# to (and so stop) a UNIX clamd. It never mounts anything, except to show
+# that a mount scans through a clamd socket only root can reach (660).
 import os
 import re
 import subprocess
@@ -179,3 +181,87 @@ def test_check_and_mount_judge_clamd_alike(admin, clamd):
     r = run_fail(["-f", b2, mnt2, "-o", f"clamd={sock}"], mnt2)
     assert r.returncode == 2, r
     assert "want an absolute socket path" in r.stderr, r
+
+
+SHUTDOWN_AS_USER = """
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(ARGS["sock"])
+    s.sendall(b"nSHUTDOWN\\n")
+    emit("sent")
+except OSError as e:
+    emit(errno.errorcode[e.errno])
+"""
+
+
+def socket_lines(r, c):
+    return [l for l in r.stdout.splitlines()
+            if l.startswith(f"clamd {c.socket}: ") and "socket" in l]
+
+
+def test_check_warns_when_any_user_can_stop_clamd(admin, clamd_factory):
+    """Debian's LocalSocketMode 666: any local user can connect and send
+    SHUTDOWN, and every open then fails. --check warns about such a socket
+    and names who can connect to a 660 one (no warning then)."""
+    from fsutil import UID_A, GID_A, run_as
+    from clamfstest.wait import wait_for
+    open_c = clamd_factory()  # the fixture's 666, as Debian ships it
+    assert os.stat(open_c.socket).st_mode & 0o777 == 0o666
+    r = check("-o", f"clamd={open_c.socket}")
+    assert r.returncode == 0, r
+    lines = socket_lines(r, open_c)
+    assert len(lines) == 1 and "warning" in lines[0], r.stdout
+    assert "every local user (mode 0666)" in lines[0], lines
+    assert "LocalSocketMode 660" in lines[0], lines
+    # the threat is real: a user stops it
+    assert run_as(UID_A, GID_A, None, SHUTDOWN_AS_USER, "/",
+                  args={"sock": open_c.socket}) == "sent"
+    assert wait_for(lambda: open_c.proc.poll() is not None, 30), \
+        "clamd ignored a user's SHUTDOWN"
+
+    closed = clamd_factory(options={"LocalSocketMode": "660"})
+    assert os.stat(closed.socket).st_mode & 0o777 == 0o660
+    r = check("-o", f"clamd={closed.socket}")
+    assert r.returncode == 0, r
+    lines = socket_lines(r, closed)
+    assert len(lines) == 1 and "warning" not in r.stdout, r.stdout
+    assert "socket mode 0660, owner root, group root: the owner and the " \
+        "group's members can connect" in lines[0], lines
+    assert run_as(UID_A, GID_A, None, SHUTDOWN_AS_USER, "/",
+                  args={"sock": closed.socket}) == "EACCES"
+    assert closed.ping()
+    # TCP: no socket mode to judge
+    r = check("-o", f"clamd={closed.tcp_addr}")
+    assert r.returncode == 0, r
+    assert not [l for l in r.stdout.splitlines() if "socket" in l], r.stdout
+
+
+READ_AS_USER = """
+out = {}
+for name in ("clean", "e"):
+    try:
+        with open(P(name), "rb") as f:
+            out[name] = "bytes:" + str(len(f.read()))
+    except OSError as e:
+        out[name] = errno.errorcode[e.errno]
+emit(out)
+"""
+
+
+def test_mount_scans_through_a_660_socket_for_every_user(admin,
+                                                         clamd_factory):
+    """deploy.md's LocalSocketMode 660: clamfs (root) still reaches clamd
+    when a user who may not connect opens files through the mount."""
+    from fsutil import UID_A, GID_A, run_as
+    from scanutil import put
+    closed = clamd_factory(options={"LocalSocketMode": "660"})
+    base, b, mnt = admin.dirs_bm()
+    put(os.path.join(b, "clean"), b"clean\n")
+    put(os.path.join(b, "e"), closed.eicar)
+    for n in ("clean", "e"):
+        os.chmod(os.path.join(b, n), 0o644)
+    admin.start(["-f", b, mnt, "-o",
+                 f"allow_other,clamd={closed.socket},racy_window=0"], mnt, b)
+    assert run_as(UID_A, GID_A, None, READ_AS_USER, mnt) == \
+        {"clean": "bytes:6", "e": "EACCES"}

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * clamd.conf limits: sizes as clamd.conf(5) writes them, defaults for
- * what a file leaves out, comments, and a bad size named by its line.
+ * what a file leaves out, comments, and a bad size named by its line; who
+ * may connect to a socket of a given mode, and which addresses are sockets.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -132,6 +134,38 @@ static void test_remote_tcp(void **state)
 	assert_string_equal(conf, CLAMDCONF_DEFAULT_PATH);
 }
 
+/* connect() needs write permission: the w bits decide, not r or x */
+static void test_socket_access(void **state)
+{
+	(void)state;
+	assert_int_equal(clamdconf_socket_access(S_IFSOCK | 0666),
+			 CLAMD_SOCKET_ANYONE);
+	assert_int_equal(clamdconf_socket_access(S_IFSOCK | 0602),
+			 CLAMD_SOCKET_ANYONE);
+	assert_int_equal(clamdconf_socket_access(0777), CLAMD_SOCKET_ANYONE);
+	assert_int_equal(clamdconf_socket_access(S_IFSOCK | 0660),
+			 CLAMD_SOCKET_GROUP);
+	assert_int_equal(clamdconf_socket_access(S_IFSOCK | 0664),
+			 CLAMD_SOCKET_GROUP);
+	assert_int_equal(clamdconf_socket_access(S_IFSOCK | 0644),
+			 CLAMD_SOCKET_OWNER);
+	assert_int_equal(clamdconf_socket_access(S_IFSOCK | 0600),
+			 CLAMD_SOCKET_OWNER);
+	assert_int_equal(clamdconf_socket_access(S_IFSOCK | 0000),
+			 CLAMD_SOCKET_OWNER);
+}
+
+static void test_unix_path(void **state)
+{
+	(void)state;
+	assert_string_equal(clamdconf_unix_path("/run/clamd.ctl"),
+			    "/run/clamd.ctl");
+	assert_string_equal(clamdconf_unix_path("unix:/run/clamd.ctl"),
+			    "/run/clamd.ctl");
+	assert_null(clamdconf_unix_path("tcp://127.0.0.1:3310"));
+	assert_null(clamdconf_unix_path("tls://clamd.example:3311"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -140,6 +174,8 @@ int main(void)
 		cmocka_unit_test(test_defaults_and_alert),
 		cmocka_unit_test(test_bad_size_names_its_line),
 		cmocka_unit_test(test_remote_tcp),
+		cmocka_unit_test(test_socket_access),
+		cmocka_unit_test(test_unix_path),
 	};
 
 	return cmocka_run_group_tests(tests, make_file, remove_file);

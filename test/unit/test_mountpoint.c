@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * mountinfo parsing: topmost mount wins, escaped names, optional fields.
+ * mountinfo parsing: topmost mount wins, escaped names, optional fields;
+ * and, as root, the moves that replace a dead mount without uncovering the
+ * directory beneath (skipped without root).
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -168,6 +175,128 @@ static void test_each_gives_every_field(void **state)
 	assert_int_equal(s.calls, 9);
 }
 
+/* A tmpfs on dir holding an empty file named marker; skips without root. */
+static void mount_marked(const char *dir, const char *marker)
+{
+	char name[PATH_MAX];
+	int fd;
+
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=64k") == -1) {
+		assert_true(errno == EPERM);
+		skip(); /* not root */
+	}
+	snprintf(name, sizeof(name), "%s/%s", dir, marker);
+	fd = open(name, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+struct count {
+	const char *dir;
+	int n;
+};
+
+static int count_at(const struct mountinfo_entry *m, void *arg)
+{
+	struct count *c = arg;
+
+	if (strcmp(m->dir, c->dir) == 0)
+		c->n++;
+	return 0;
+}
+
+static int mounts_at(const char *dir)
+{
+	struct count c = {.dir = dir};
+
+	assert_int_equal(mountpoint_each(MOUNTINFO_SELF, count_at, &c), 0);
+	return c.n;
+}
+
+/* a directory in the parent's filesystem, or a filesystem of its own */
+static void open_beneath(bool own_fs)
+{
+	char base[] = "/tmp/clamfs-beneath-XXXXXX", sub[128];
+	char under[PATH_MAX], stage[64], inside[128];
+	int fd;
+
+	if (geteuid() != 0)
+		skip(); /* before leaving a directory behind */
+	assert_non_null(mkdtemp(base));
+	snprintf(sub, sizeof(sub), "%s/share", base);
+	snprintf(under, sizeof(under), "%s/under", sub);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	if (own_fs)
+		mount_marked(sub, "fs");
+	fd = open(under, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	mount_marked(sub, "over");
+	assert_int_equal(access(under, F_OK), -1); /* covered */
+	fd = mountpoint_open_beneath(sub, O_PATH | O_DIRECTORY, stage,
+				     sizeof(stage));
+	assert_true(fd >= 0);
+	/* listed until unstaged: the stage, the copy on it, and in the copy
+	 * the backend's own mount but not the copy of the one over it */
+	assert_int_equal(mounts_at(stage), 2);
+	snprintf(inside, sizeof(inside), "%s/share", stage);
+	assert_int_equal(mounts_at(inside), own_fs ? 1 : 0);
+	mountpoint_unstage(stage);
+	assert_int_equal(access(stage, F_OK), -1);
+	assert_int_equal(faccessat(fd, "under", F_OK, 0), 0);
+	assert_int_equal(faccessat(fd, "over", F_OK, 0), -1);
+	assert_int_equal(faccessat(fd, "fs", F_OK, 0), own_fs ? 0 : -1);
+	close(fd);
+	/* the real mounts are untouched */
+	assert_int_equal(mounts_at(sub), own_fs ? 2 : 1);
+	assert_int_equal(mountpoint_open_beneath("/nonexistent/x", O_PATH,
+						 stage, sizeof(stage)),
+			 -ENOENT);
+	while (umount2(sub, MNT_DETACH) == 0)
+		;
+	unlink(under);
+	rmdir(sub);
+	rmdir(base);
+}
+
+static void test_open_beneath_sees_the_covered_directory(void **state)
+{
+	open_beneath(false);
+}
+
+static void test_open_beneath_sees_a_covered_filesystem(void **state)
+{
+	open_beneath(true);
+}
+
+static void test_replace_puts_the_new_mount_in_place(void **state)
+{
+	char base[] = "/tmp/clamfs-replace-XXXXXX", target[128];
+	char stage[64], name[PATH_MAX];
+	int ret;
+
+	if (geteuid() != 0)
+		skip();
+	assert_non_null(mkdtemp(base));
+	snprintf(target, sizeof(target), "%s/share", base);
+	assert_int_equal(mkdir(target, 0755), 0);
+	mount_marked(target, "old");
+	assert_int_equal(mountpoint_stage(stage, sizeof(stage)), 0);
+	mount_marked(stage, "new");
+	ret = mountpoint_replace(stage, target);
+	snprintf(name, sizeof(name), "%s/new", target);
+	assert_int_equal(access(name, F_OK), 0);
+	/* Linux >= 6.5: in its place; before: on top of it */
+	assert_true(ret == 1 || ret == 0);
+	assert_int_equal(mounts_at(target), ret == 1 ? 1 : 2);
+	mountpoint_unstage(stage);
+	assert_int_equal(access(stage, F_OK), -1);
+	while (umount2(target, MNT_DETACH) == 0)
+		;
+	rmdir(target);
+	rmdir(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -177,6 +306,9 @@ int main(void)
 		cmocka_unit_test(test_made_by_root),
 		cmocka_unit_test(test_each_gives_every_field),
 		cmocka_unit_test(test_top_id_and_listed),
+		cmocka_unit_test(test_open_beneath_sees_the_covered_directory),
+		cmocka_unit_test(test_open_beneath_sees_a_covered_filesystem),
+		cmocka_unit_test(test_replace_puts_the_new_mount_in_place),
 	};
 
 	return cmocka_run_group_tests(tests, write_mountinfo, remove_mountinfo);
