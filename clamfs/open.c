@@ -348,8 +348,8 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 	 * content scanned.
 	 */
 	if (o->res.verdict == CDP_ERROR || !p->stamp.quiet ||
-	    inode_write_seq(p->inode) != o->tag ||
-	    !stamp_settled(&p->stamp) || !stamp_quiet(p->inode, p->fd))
+	    inode_write_seq(p->inode) != o->tag || !stamp_settled(&p->stamp) ||
+	    !stamp_quiet(p->inode, p->fd))
 		return;
 	vcache_file_from_stat(&f, &p->stamp.st);
 	vcache_insert(vc, &f,
