@@ -138,6 +138,25 @@ static unsigned int check_clamd_limits(FILE *out,
 	if (!warnings)
 		fprintf(out, "clamd.conf %s: limits ok for max_scan_size %s\n",
 			conf, b);
+	/*
+	 * The other limits (MaxFiles, MaxRecursion, ...) are not sizes to
+	 * compare: say what becomes of the files clamd gives up on.
+	 */
+	if (l.alert_exceeds_max)
+		fprintf(out,
+			"clamd.conf %s: AlertExceedsMax yes: a file clamd "
+			"gives up on at any of its limits (MaxFiles, "
+			"MaxRecursion, MaxEmbeddedPE, MaxScanTime, ...) is "
+			"answered Heuristics.Limits.Exceeded, which "
+			"on_limits=%s "
+			"decides (not a detection)\n",
+			conf, limits_action_name(opts->policy.on_limits));
+	else
+		fprintf(out,
+			"clamd.conf %s: AlertExceedsMax no: clamd answers OK "
+			"for what its limits (MaxFiles, MaxRecursion, ...) "
+			"made it skip\n",
+			conf);
 	return warnings;
 }
 

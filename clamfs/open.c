@@ -285,6 +285,40 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 }
 
 /*
+ * Whether the verdict is clamd giving up at one of its scan limits rather
+ * than a detection, as the policy wants it told apart.
+ */
+static bool is_limits(struct clamfs_fs *fs, const char *sig)
+{
+	return fs_policy(fs)->on_limits != LIMITS_INFECTED &&
+	       policy_is_limits_verdict(sig);
+}
+
+/*
+ * clamd gave up on the file at one of its scan limits (MaxFiles,
+ * MaxRecursion, MaxScanSize... with AlertExceedsMax): nothing was found,
+ * so nothing is moved, deleted or handed to infected_cmd, and on_limits
+ * says whether the open goes ahead. Refused, it fails as a scan that
+ * could not finish does: EIO. Returns the errno to refuse with, or 0.
+ */
+static int act_on_limits(struct clamfs_fs *fs, struct pending *p,
+			 const char *event, const char *sig, bool cached)
+{
+	const struct policy *pol = fs_policy(fs);
+	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], qsig[CDP_TEXT_MAX + 8];
+	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
+
+	stats_inc(&fs->stats, STAT_LIMITS);
+	log_quote(path, sizeof(path), rel ? rel : "?");
+	log_quote(qsig, sizeof(qsig), sig);
+	log_warn("limits path=%s signature=%s event=%s action=%s pid=%d "
+		 "uid=%u cached=%s",
+		 path, qsig, event, limits_action_name(pol->on_limits),
+		 (int)p->pid, (unsigned)p->uid, cached ? "yes" : "no");
+	return pol->on_limits == LIMITS_ALLOW ? 0 : EIO;
+}
+
+/*
  * With log_level=debug, one line per gated open that no other line tells
  * about: why it was let through or refused without a scan, a cached or
  * fresh clean verdict and how long clamd took. Detections and scan errors
@@ -363,7 +397,9 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 
 static void close_scanned(struct pending *p, const struct scan_outcome *o)
 {
-	if (o->res.verdict == CDP_INFECTED) {
+	if (o->res.verdict == CDP_INFECTED && is_limits(p->fs, o->res.text)) {
+		act_on_limits(p->fs, p, "close", o->res.text, false);
+	} else if (o->res.verdict == CDP_INFECTED) {
 		act_on_infected(p->fs, p, "close", o->res.text, false);
 		forget_removed_name(p->fs, p);
 	} else if (o->res.verdict == CDP_ERROR)
@@ -378,6 +414,8 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	struct clamfs_fs *fs = p->fs;
 	const struct fuse_entry_param *created =
 		p->is_create ? &p->entry : NULL;
+	bool limits =
+		o->res.verdict == CDP_INFECTED && is_limits(fs, o->res.text);
 	int err = 0;
 
 	/* from here on no interrupt callback can run on p */
@@ -393,13 +431,15 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		stats_inc(&fs->stats, STAT_INTERRUPTED);
 		debug_open(fs, p->fd, "interrupted", p->pid, p->uid, NULL);
 		err = EINTR;
+	} else if (limits) {
+		err = act_on_limits(fs, p, "open", o->res.text, false);
 	} else if (o->res.verdict == CDP_INFECTED) {
 		err = act_on_infected(fs, p, "open", o->res.text, false);
 	} else if (o->res.verdict == CDP_ERROR) {
 		err = allow_after_error(fs, p, o) ? 0 : EIO;
 	}
 	if (err) {
-		if (err != EINTR && o->res.verdict == CDP_INFECTED)
+		if (err != EINTR && o->res.verdict == CDP_INFECTED && !limits)
 			stats_inc(&fs->stats, STAT_DENIED);
 		if (!created)
 			forget_removed_name(fs, p);
@@ -627,6 +667,7 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 	struct vcache_file f;
 	struct pending *p;
 	struct stamp st;
+	bool limits;
 	int ret;
 
 	if (inode_type(inode) != S_IFREG) {
@@ -683,12 +724,16 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 			 * request waiting for this worker may hold: a scanner
 			 * thread does that, after a fresh scan.
 			 */
-			if (removes_file(fs_policy(fs)->on_infected))
+			limits = is_limits(fs, sig);
+			if (!limits && removes_file(fs_policy(fs)->on_infected))
 				break;
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
-			ret = act_on_infected(fs, p, "open", sig, true);
+			ret = limits ? act_on_limits(fs, p, "open", sig, true)
+				     : act_on_infected(fs, p, "open", sig,
+						       true);
 			if (ret) {
-				stats_inc(&fs->stats, STAT_DENIED);
+				if (!limits)
+					stats_inc(&fs->stats, STAT_DENIED);
 				reply_refused(req, fs, fd, created, ret);
 			} else {
 				reply_allowed(req, fs, inode, fd, fi, &st,

@@ -46,6 +46,12 @@ static const struct opt_word infected_actions[] = {
 	{"delete", INFECTED_DELETE},
 	{NULL, 0},
 };
+static const struct opt_word limits_actions[] = {
+	{"deny", LIMITS_DENY},
+	{"allow", LIMITS_ALLOW},
+	{"infected", LIMITS_INFECTED},
+	{NULL, 0},
+};
 static const struct opt_word deny_errnos[] = {
 	{"EACCES", EACCES}, {"EPERM", EPERM}, {NULL, 0}};
 static const struct opt_word log_levels[] = {
@@ -223,6 +229,11 @@ const struct opt_row optable[] = {
 	 .offset = FIELD(policy.on_infected), .words = infected_actions,
 	 .def = "deny", .metavar = "ACTION",
 	 .help = "deny, log, quarantine or delete", .reload = RELOAD_LIVE},
+	{.name = "on_limits", .section = "action", .type = OPT_WORD,
+	 .offset = FIELD(policy.on_limits), .words = limits_actions,
+	 .def = "deny", .metavar = "deny|allow|infected",
+	 .help = "when clamd gave up on a file at one of its scan limits",
+	 .reload = RELOAD_LIVE},
 	{.name = "on_error", .section = "action", .type = OPT_BOOL_WORD,
 	 .offset = FIELD(policy.on_error_allow), .words = deny_allow,
 	 .def = "deny", .metavar = "deny|allow",

@@ -178,6 +178,23 @@ int infected_action_parse(const char *s, enum infected_action *out)
 	return -EINVAL;
 }
 
+bool policy_is_limits_verdict(const char *signature)
+{
+	static const char prefix[] = "Heuristics.Limits.Exceeded";
+
+	return signature &&
+	       strncmp(signature, prefix, sizeof(prefix) - 1) == 0 &&
+	       (signature[sizeof(prefix) - 1] == '\0' ||
+		signature[sizeof(prefix) - 1] == '.');
+}
+
+const char *limits_action_name(enum limits_action a)
+{
+	static const char *const names[] = {"deny", "allow", "infected"};
+
+	return (unsigned)a < 3 ? names[a] : "?";
+}
+
 int policy_parse_size(const char *s, uint64_t *out)
 {
 	unsigned long long v;

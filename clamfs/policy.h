@@ -19,6 +19,18 @@ enum infected_action {
 	INFECTED_DELETE,     /* unlink, refuse the open */
 };
 
+/*
+ * What to do when clamd gave up on a file (a scan limit such as MaxFiles
+ * or MaxRecursion was reached and AlertExceedsMax is on): clamd reports
+ * that as a "Heuristics.Limits.Exceeded..." signature, which is not a
+ * detection.
+ */
+enum limits_action {
+	LIMITS_DENY,  /* refuse the open, move and delete nothing (default) */
+	LIMITS_ALLOW, /* serve it unscanned past the limit, logged */
+	LIMITS_INFECTED, /* treat it as a detection (on_infected applies) */
+};
+
 struct policy {
 	char **include; /* globs; when any, only matching paths are scanned */
 	size_t n_include;
@@ -33,6 +45,7 @@ struct policy {
 	bool oversize_allow;	/* beyond max_scan_size: allow, else deny */
 	bool on_error_allow;	/* scan failed: allow (fail open), else EIO */
 	enum infected_action on_infected;
+	enum limits_action on_limits;
 	int deny_errno; /* EACCES or EPERM */
 	/*
 	 * Seconds: a verdict (and the page cache) is trusted only for a
@@ -96,6 +109,10 @@ bool policy_wants_groups(const struct policy *p, uid_t uid, gid_t gid);
 const char *infected_action_name(enum infected_action a);
 /* Parses deny|log|quarantine|delete. 0 or -EINVAL. */
 int infected_action_parse(const char *s, enum infected_action *out);
+
+/* Whether clamd's answer names a scan limit it hit, not a detection. */
+bool policy_is_limits_verdict(const char *signature);
+const char *limits_action_name(enum limits_action a);
 
 /* Parses a size with an optional K, M, G or T suffix (powers of 1024). */
 int policy_parse_size(const char *s, uint64_t *out);

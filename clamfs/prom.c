@@ -65,6 +65,9 @@ static const struct prom_row table[] = {
 		"Detections, at open or when a written file was closed."),
 	COUNTER("opens_denied", "clamfs_opens_denied_total",
 		"Opens refused for a detection."),
+	COUNTER("limits_exceeded", "clamfs_limits_exceeded_total",
+		"Files clamd gave up on at one of its scan limits (not "
+		"detections; on_limits decides)."),
 	COUNTER("opens_excluded", "clamfs_opens_excluded_total",
 		"Opens let through unscanned by a path or user rule."),
 	BY("opens_oversize_allowed", "clamfs_opens_oversize_total", H_OVERSIZE,

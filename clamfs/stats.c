@@ -32,6 +32,7 @@ static const char *const names[STAT_COUNT] = {
 	[STAT_PASSTHROUGH_FAILED] = "passthrough_failed",
 	[STAT_READS] = "daemon_reads",
 	[STAT_WRITES] = "daemon_writes",
+	[STAT_LIMITS] = "limits_exceeded",
 };
 
 static const uint64_t scan_bounds_us[STATS_SCAN_BUCKETS] = {

@@ -39,6 +39,7 @@ enum stat_counter {
 	STAT_PASSTHROUGH_FAILED, /* passthrough refused: daemon I/O */
 	STAT_READS,		 /* READ requests the daemon served */
 	STAT_WRITES,		 /* WRITE requests the daemon served */
+	STAT_LIMITS,		 /* clamd gave up at a scan limit */
 	STAT_COUNT
 };
 

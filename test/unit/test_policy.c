@@ -196,6 +196,30 @@ static void test_parse_size_and_action(void **state)
 	assert_int_equal(infected_action_parse("Delete", &a), -EINVAL);
 }
 
+static void test_limits_verdict(void **state)
+{
+	struct policy p;
+
+	(void)state;
+	policy_init(&p);
+	assert_int_equal(p.on_limits, LIMITS_DENY);
+	policy_free(&p);
+	assert_true(policy_is_limits_verdict(
+		"Heuristics.Limits.Exceeded.MaxFiles"));
+	assert_true(policy_is_limits_verdict(
+		"Heuristics.Limits.Exceeded.MaxRecursion"));
+	assert_true(policy_is_limits_verdict("Heuristics.Limits.Exceeded"));
+	/* detections, including other heuristics an administrator enabled */
+	assert_false(policy_is_limits_verdict("Eicar-Test.UNOFFICIAL"));
+	assert_false(policy_is_limits_verdict("Heuristics.Encrypted.Zip"));
+	assert_false(policy_is_limits_verdict("Heuristics.Limits.ExceededX"));
+	assert_false(policy_is_limits_verdict(
+		"Win.Heuristics.Limits.Exceeded.MaxFiles"));
+	assert_false(policy_is_limits_verdict(""));
+	assert_false(policy_is_limits_verdict(NULL));
+	assert_string_equal(limits_action_name(LIMITS_INFECTED), "infected");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -207,6 +231,7 @@ int main(void)
 		cmocka_unit_test(test_exempt_supplementary_groups),
 		cmocka_unit_test(test_size_limit),
 		cmocka_unit_test(test_parse_size_and_action),
+		cmocka_unit_test(test_limits_verdict),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
