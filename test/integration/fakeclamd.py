@@ -177,3 +177,54 @@ class FakeClamd:
                 c.close()
             except OSError:
                 pass
+
+
+def stats_reply(max_threads, live=1, idle=0):
+    """clamd 1.4.6's STATS text (without its NUL), threads as given."""
+    return ("POOLS: 1\n\nSTATE: VALID PRIMARY\n"
+            f"THREADS: live {live}  idle {idle} max {max_threads} "
+            "idle-timeout 30\nQUEUE: 0 items\n\tSTATS 0.000005 \n\n"
+            "MEMSTATS: heap N/A mmap N/A used N/A free N/A releasable N/A "
+            "pools 1 pools_used 5.883M pools_total 5.964M\nEND")
+
+
+class StallClamd:
+    """A clamd wedged in its scans (or behind an MTU black hole, or a
+    middlebox that drops streams): PING, VERSION and STATS are answered at
+    once, scans (FILDES, INSTREAM) are swallowed while .swallow is set and
+    answered OK once it is cleared. .scans counts the scan commands,
+    .answered those that got a verdict."""
+
+    def __init__(self, max_threads=12):
+        self.swallow = True
+        self.max_threads = max_threads
+        self.lock = threading.Lock()
+        self.scans = 0
+        self.answered = 0
+        self.fake = FakeClamd(self._behaviour)
+        self.socket = self.fake.socket
+
+    def _behaviour(self, ctx):
+        if ctx.command.endswith(b"PING"):
+            return ("reply", "PONG")
+        if ctx.command.endswith(b"VERSION"):
+            return ("reply", "ClamAV 1.4.6")
+        if ctx.command.endswith(b"STATS"):
+            return ("reply", stats_reply(self.max_threads))
+        with self.lock:
+            self.scans += 1
+        if self.swallow:
+            return ("silent",)
+        with self.lock:
+            self.answered += 1
+        what = "stream" if ctx.command.endswith(b"INSTREAM") else "fd[1]"
+        return ("reply", f"{what}: OK")
+
+    def close(self):
+        self.fake.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
