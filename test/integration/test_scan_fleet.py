@@ -99,7 +99,7 @@ def test_silent_backend_is_ejected_within_a_deadline(mount_clamfs,
             return r
 
         assert [one(n)[0] for n in names[:4]] == ["ok"] * 4
-        # a timeout only makes it suspect; the PING that follows at once
+        # a timeout only makes it suspect; the probe scan that follows at once
         # fails too and ejects it, all within one deadline
         ejected = "clamd %s: PING failed (timeout" % addr
         assert wait_for(lambda: ejected in m.stderr_text(), timeout + 1), \

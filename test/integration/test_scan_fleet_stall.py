@@ -25,6 +25,7 @@ def _open_times(m, names):
         r = try_read(m.m(n))
         took.append(round(time.monotonic() - t, 3))
         assert r[0] == "ok", (n, r)
+    print("open times", took)
     return took
 
 
