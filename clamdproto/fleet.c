@@ -256,6 +256,26 @@ static void probe_due(struct cdp_fleet *f)
 	}
 }
 
+static int learn_locked(struct cdp_fleet *f, size_t i, bool probe,
+			struct cdp_cancel *cancel);
+
+/*
+ * Ask every healthy backend whose MaxThreads is due (at start, after a
+ * readmission) for it, the STATS counting as a probe: one that does not
+ * answer it would not answer a PING.  Called and returns with the lock
+ * held.  Whether one was asked: the state may have changed meanwhile.
+ */
+static bool learn_due(struct cdp_fleet *f)
+{
+	for (size_t i = 0; i < f->n && !f->stopping; i++)
+		if (f->b[i].learn == LEARN_DUE && !f->sel[i].ejected) {
+			f->b[i].learn = LEARN_BUSY;
+			learn_locked(f, i, true, f->stop);
+			return true;
+		}
+	return false;
+}
+
 static void *prober_main(void *arg)
 {
 	struct cdp_fleet *f = arg;
@@ -265,6 +285,8 @@ static void *prober_main(void *arg)
 		int64_t due = cdp_fsel_next_due(f->sel, f->n);
 		struct timespec ts;
 
+		if (learn_due(f))
+			continue;
 		if (due > cdp_now_ms()) {
 			ts.tv_sec = due / 1000;
 			ts.tv_nsec = (long)(due % 1000) * 1000000L;
@@ -354,34 +376,46 @@ void cdp_fleet_acquire(struct cdp_fleet *f, int exclude,
 
 /*
  * Ask backend @i's clamd for its thread limit (STATS through the probe
- * pool, at most probe_timeout_ms), record it and log a change once.
- * Called and returns with the lock held; b->learn must be LEARN_BUSY and is
- * left LEARN_DONE (LEARN_DUE when @cancel cut it short: another caller
- * asks again).  Returns the limit, or a negative errno.
+ * pool, at most probe_timeout_ms), record it and log a change once.  With
+ * @probe, a STATS that fails the way a PING can (connect, timeout,
+ * protocol) is a failed probe.  Called and returns with the lock held;
+ * b->learn must be LEARN_BUSY and is left LEARN_DONE (LEARN_DUE when
+ * @cancel cut it short: another caller asks again).  Returns the limit,
+ * or a negative errno.
  */
-static int learn_locked(struct cdp_fleet *f, size_t i,
+static int learn_locked(struct cdp_fleet *f, size_t i, bool probe,
 			struct cdp_cancel *cancel)
 {
+	enum cdp_fsel_change change = CDP_FSEL_SAME;
 	struct backend *b = &f->b[i];
 	struct cdp_threads t = {0};
 	struct cdp_result res = {0};
 	char *text = NULL;
 	unsigned was, cap, scanners;
 	bool warn = false, said_fail = false;
+	int64_t started = cdp_now_ms();
 	int rc;
 
 	f->sel[i].learning = true;
 	pthread_mutex_unlock(&f->lock);
 	rc = cdp_stats_cancel(b->probe, cancel, &text, &res);
 	if (rc == 0 && cdp_stats_parse_threads(text, strlen(text), &t) != 0) {
+		/* it answered: an old clamd, or something else; no failure */
 		rc = -EPROTO;
-		res.cat = CDP_ERR_PROTOCOL;
+		res.cat = CDP_ERR_CLAMD;
 		snprintf(res.text, sizeof(res.text),
 			 "no THREADS line with a max in its reply");
 	}
 	free(text);
 	pthread_mutex_lock(&f->lock);
 	f->sel[i].learning = false;
+	if (probe && rc && rc != -ECANCELED && cdp_fsel_is_failure(&res)) {
+		change =
+			cdp_fsel_probe_done(&f->sel[i], &f->timing, started,
+					    CDP_FSEL_PING, false, cdp_now_ms());
+		if (change == CDP_FSEL_EJECTED)
+			b->ejections++;
+	}
 	was = f->sel[i].threads;
 	cap = f->sel[i].cap;
 	scanners = f->cfg.scanners;
@@ -397,7 +431,8 @@ static int learn_locked(struct cdp_fleet *f, size_t i,
 		warn = t.max < cap || t.max < scanners;
 		b->said_threads = t.max;
 		b->said_no_stats = false;
-	} else if (rc && rc != -ECANCELED && !b->said_no_stats) {
+	} else if (rc && rc != -ECANCELED && change == CDP_FSEL_SAME &&
+		   !b->said_no_stats) {
 		said_fail = b->said_no_stats = true;
 	}
 	pthread_cond_broadcast(&f->slot);
@@ -417,6 +452,16 @@ static int learn_locked(struct cdp_fleet *f, size_t i,
 		    "there, "
 		    "one of them kept for small files",
 		    b->addr, t.max, t.max < cap ? t.max : cap);
+	else if (change == CDP_FSEL_EJECTED)
+		say(f, CDP_LOG_WARNING,
+		    "clamd %s: STATS failed (%s: %s), ejected from the fleet "
+		    "until it answers again",
+		    b->addr, cdp_errcat_name(res.cat), res.text);
+	else if (said_fail && was)
+		say(f, CDP_LOG_WARNING,
+		    "clamd %s: STATS failed (%s: %s): MaxThreads %u as it "
+		    "said before still bounds the scans in flight there",
+		    b->addr, cdp_errcat_name(res.cat), res.text, was);
 	else if (said_fail)
 		say(f, CDP_LOG_WARNING,
 		    "clamd %s: STATS failed (%s: %s): its MaxThreads is not "
@@ -439,7 +484,7 @@ int cdp_fleet_learn_threads(struct cdp_fleet *f, size_t i,
 		return -EBUSY;
 	}
 	f->b[i].learn = LEARN_BUSY;
-	rc = learn_locked(f, i, cancel);
+	rc = learn_locked(f, i, false, cancel);
 	pthread_mutex_unlock(&f->lock);
 	return rc;
 }
@@ -475,11 +520,14 @@ int cdp_fleet_acquire_slot(struct cdp_fleet *f, int exclude, bool small,
 			break;
 		}
 		i = cdp_fsel_pick_slot(f->sel, f->n, exclude, small, &f->rr);
-		if (i >= 0 && f->b[i].learn == LEARN_DUE) {
+		if (i >= 0 && f->b[i].learn == LEARN_DUE && !f->started) {
 			/* first reached, or readmitted: its limit first, or
-			 * the scans that start meanwhile would exceed it */
+			 * the scans that start meanwhile would exceed it.
+			 * With several backends the prober asks (at start,
+			 * after a readmission), and the scan goes on: a
+			 * backend that does not answer must not hold it up */
 			f->b[i].learn = LEARN_BUSY;
-			learn_locked(f, (size_t)i, cancel);
+			learn_locked(f, (size_t)i, false, cancel);
 			continue;
 		}
 		/* (a backend being asked is never picked here) */
@@ -553,8 +601,8 @@ void cdp_fleet_release(struct cdp_fleet *f, const struct cdp_fleet_pick *pick,
 	if (change == CDP_FSEL_READMITTED)
 		b->learn = LEARN_DUE;
 	/* a suspect one is due for its probe now, not at the prober's
-	 * next wake-up */
-	if (change == CDP_FSEL_EJECTED || change == CDP_FSEL_SUSPECT)
+	 * next wake-up; a readmitted one for its STATS */
+	if (change != CDP_FSEL_SAME)
 		pthread_cond_signal(&f->wake);
 	pthread_mutex_unlock(&f->lock);
 	/* one backend has no other to be ejected in favour of: quiet */

@@ -71,7 +71,7 @@ def test_tiny_file_does_not_wait_in_clamds_queue(mount_clamfs,
         tiny = spawn_opener(m.m("tiny"), as_uid(VICTIM))
         r = result(tiny, 60 * SLOW)
         print("tiny open took", r)
-        assert r[0] == "ok" and r[1] < 0.5 * SLOW, r
+        assert r[0] == "ok" and r[1] < 0.75 * SLOW, r
         # and the flood is still being scanned
         assert sum(p.poll() is None for p in procs) >= 8
         st = stats(m.mnt)
