@@ -276,11 +276,12 @@ enum cdp_verdict cdp_scan_path(struct cdp_pool *pool, const char *path,
  * pool alone.
  *
  * Threads: clamd scans at most MaxThreads files at once and queues the
- * rest, small ones behind big ones.  When a scan first reaches a backend
- * (and after each readmission) the fleet asks its clamd for STATS and
- * keeps no more scans in flight there than its MaxThreads, one of them
- * for small files (cdp_fleet_acquire_slot); a scan beyond that waits for
- * a slot, within its deadline.  A clamd that does not answer STATS is
+ * rest, small ones behind big ones.  The fleet asks each clamd for STATS
+ * (with several backends the prober, at start and after each readmission,
+ * the STATS counting as a probe; with one, the first scan) and keeps no
+ * more scans in flight there than its MaxThreads, one of them for small
+ * files (cdp_fleet_acquire_slot); a scan beyond that waits for a slot,
+ * within its deadline.  A clamd whose STATS has no thread figures is
  * bounded by its connection cap alone.
  */
 
@@ -374,11 +375,13 @@ void cdp_fleet_acquire(struct cdp_fleet *fleet, int exclude,
  * cap, and MaxThreads - 1 for a big scan, MaxThreads for a @small one) is
  * chosen, by the same preferences; when the backends to choose from are
  * all at it, waits for a scan to end, at most @timeout_ms, cut short
- * (within 50 ms) by @cancel (may be NULL).  A backend first reached or
- * just readmitted is asked for its MaxThreads first (STATS, at most
- * probe_timeout_ms; a change is logged once, with a warning when it is
- * below @scanners or the backend's connection cap).  Returns 0 with
- * @pick filled (release it), -ETIMEDOUT or -ECANCELED.
+ * (within 50 ms) by @cancel (may be NULL).  In a fleet without a prober
+ * (one backend) a backend first reached or just readmitted is asked for
+ * its MaxThreads first (STATS, at most probe_timeout_ms); a backend being
+ * asked has no slot meanwhile.  A change of the limit is logged once, as
+ * a warning when it is below the config's scanners or the backend's
+ * connection cap.  Returns 0 with @pick filled (release it), -ETIMEDOUT
+ * or -ECANCELED.
  */
 int cdp_fleet_acquire_slot(struct cdp_fleet *fleet, int exclude, bool small,
 			   int timeout_ms, struct cdp_cancel *cancel,

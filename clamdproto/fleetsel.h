@@ -156,7 +156,8 @@ enum cdp_fsel_probe cdp_fsel_probe_kind(const struct cdp_fsel *b);
  * or suspect one, doubles the backoff of an ejected one).  A probe sent no
  * later than @b's last failure is ignored, and the next one is a backoff
  * away.  An answered PING of a backend whose scan timed out meanwhile
- * (scan_probe) proves nothing: the scan probe is due at once.
+ * (scan_probe) proves nothing: the scan probe is due at once (a backoff
+ * under way stays).
  */
 enum cdp_fsel_change cdp_fsel_probe_done(struct cdp_fsel *b,
 					 const struct cdp_fsel_timing *t,

@@ -13,6 +13,9 @@ reply to each scan is chosen by `behaviour`, a function (ctx) -> action:
   ("silent",)            never answer (keep the connection open)
 ctx has .command (e.g. b"zFILDES"), .id, .nth (scan count on this
 connection, from 1), .conn_no (connection count, from 1), .stream_len.
+STATS (which clamfs sends to learn clamd's MaxThreads) is answered as a
+clamd of `stats` threads would, without asking `behaviour`; with
+stats=None it goes to `behaviour` like any other command.
 """
 import fcntl
 import os
@@ -33,8 +36,9 @@ class Ctx:
 
 
 class FakeClamd:
-    def __init__(self, behaviour, instream_early=None):
+    def __init__(self, behaviour, instream_early=None, stats=256):
         self.behaviour = behaviour
+        self.stats = stats
         # Reply sent as soon as an INSTREAM starts, before reading its data.
         self.instream_early = instream_early
         self.dir = tempfile.mkdtemp(prefix="cfk", dir="/tmp")
@@ -129,6 +133,13 @@ class FakeClamd:
                 id_ = next_id if session else None
                 if session:
                     next_id += 1
+                if cmd.endswith(b"STATS") and self.stats is not None:
+                    prefix = f"{id_}: ".encode() if id_ is not None else b""
+                    c.sendall(prefix + stats_reply(self.stats).encode() +
+                              b"\0")
+                    if not session:
+                        return
+                    continue
                 stream_len = 0
                 if cmd == b"zFILDES":
                     if not buf:
@@ -201,7 +212,7 @@ class StallClamd:
         self.lock = threading.Lock()
         self.scans = 0
         self.answered = 0
-        self.fake = FakeClamd(self._behaviour)
+        self.fake = FakeClamd(self._behaviour, stats=max_threads)
         self.socket = self.fake.socket
 
     def _behaviour(self, ctx):
@@ -209,8 +220,6 @@ class StallClamd:
             return ("reply", "PONG")
         if ctx.command.endswith(b"VERSION"):
             return ("reply", "ClamAV 1.4.6")
-        if ctx.command.endswith(b"STATS"):
-            return ("reply", stats_reply(self.max_threads))
         with self.lock:
             self.scans += 1
         if self.swallow:
