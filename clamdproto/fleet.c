@@ -431,8 +431,11 @@ static int learn_locked(struct cdp_fleet *f, size_t i, bool probe,
 		warn = t.max < cap || t.max < scanners;
 		b->said_threads = t.max;
 		b->said_no_stats = false;
-	} else if (rc && rc != -ECANCELED && change == CDP_FSEL_SAME &&
+	} else if (rc && rc != -ECANCELED && !cdp_fsel_is_failure(&res) &&
 		   !b->said_no_stats) {
+		/* it answered, without thread figures; a clamd that did not
+		 * answer at all is told by the probe or the scan that follows
+		 */
 		said_fail = b->said_no_stats = true;
 	}
 	pthread_cond_broadcast(&f->slot);
