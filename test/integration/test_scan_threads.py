@@ -9,7 +9,6 @@
 # exceed it, and shows it in --stats and --prometheus.
 import os
 import subprocess
-import time
 
 from clamfstest.env import SLOW, clamfs_bin
 from promutil import parse_exposition, run_stats
