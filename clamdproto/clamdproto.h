@@ -256,22 +256,33 @@ enum cdp_verdict cdp_scan_path(struct cdp_pool *pool, const char *path,
  * clamd's own error replies, a cancel or a size limit) is ejected.  A scan
  * that times out makes it only suspect: the scan may just have needed more
  * time than it had.  A suspect backend gets new scans only when no
- * unsuspected one is healthy, and the prober PINGs it next (one backend
- * at a time): it is
- * ejected if that PING fails, and clear again if it answers or a scan gets
- * a verdict.  A wait for a free connection of the backend's own pool
- * (CDP_ERR_TIMEOUT with EBUSY) counts for nothing.  The prober thread PINGs
- * ejected backends with a short deadline and a backoff (backoff_min_ms,
- * doubling with each failed PING up to backoff_max_ms) and readmits one
- * that answers, and PINGs healthy ones every probe_interval_ms so that a
- * dead idle one is noticed.  The outcome of a scan or PING begun before the
- * backend's last failure is ignored: the scans in flight when a clamd dies
+ * unsuspected one is healthy, and the prober probes it next (one backend
+ * at a time) with a scan of a few bytes, not a PING: a clamd wedged in its
+ * scans, or a path that drops streams, still answers PING.  It is ejected
+ * if that probe scan fails, and clear again if it gets a verdict or a
+ * real scan does; an ejected backend whose scans timed out is probed, and
+ * readmitted, by the same tiny scan.  A wait for a free connection of the
+ * backend's own pool (CDP_ERR_TIMEOUT with EBUSY) counts for nothing.  The
+ * prober thread PINGs ejected backends with a short deadline and a backoff
+ * (backoff_min_ms, doubling with each failed PING up to backoff_max_ms) and
+ * readmits one that answers, and PINGs healthy ones every probe_interval_ms so
+ * that a dead idle one is noticed.  The outcome of a scan or PING begun before
+ * the backend's last failure is ignored: the scans in flight when a clamd dies
  * eject it once, and one of them that still gets its verdict does not
  * readmit it.  Each ejection and readmission is logged once.  With every
  * backend ejected, scans go to the one that failed longest ago: they fail
  * closed as with one clamd, and succeed again as soon as one is back.  A
  * fleet of one backend starts no prober: every scan goes to it, as with its
  * pool alone.
+ *
+ * Threads: clamd scans at most MaxThreads files at once and queues the
+ * rest, small ones behind big ones.  The fleet asks each clamd for STATS
+ * (with several backends the prober, at start and after each readmission,
+ * the STATS counting as a probe; with one, the first scan) and keeps no
+ * more scans in flight there than its MaxThreads, one of them for small
+ * files (cdp_fleet_acquire_slot); a scan beyond that waits for a slot,
+ * within its deadline.  A clamd whose STATS has no thread figures is
+ * bounded by its connection cap alone.
  */
 
 /* One backend.  Zeros take the defaults shown. */
@@ -297,6 +308,9 @@ struct cdp_fleet_config {
 				 * included */
 	int backoff_min_ms;	/* 500: first re-probe after an ejection */
 	int backoff_max_ms;	/* 30000: re-probe interval at most */
+	unsigned scanners;	/* threads that scan through the fleet, for
+				 * the warning when a clamd has fewer
+				 * threads; 0: not known */
 	/* Optional: gets each message (one line, no newline); called from
 	 * the prober thread and from scanning threads, never under a lock
 	 * of the fleet. */
@@ -356,6 +370,33 @@ struct cdp_fleet_pick {
 void cdp_fleet_acquire(struct cdp_fleet *fleet, int exclude,
 		       struct cdp_fleet_pick *pick);
 /*
+ * cdp_fleet_acquire() for a scan that must not queue inside clamd: only a
+ * backend below its limit (cdp_fsel_limit in the sources: its connection
+ * cap, and MaxThreads - 1 for a big scan, MaxThreads for a @small one) is
+ * chosen, by the same preferences; when the backends to choose from are
+ * all at it, waits for a scan to end, at most @timeout_ms, cut short
+ * (within 50 ms) by @cancel (may be NULL).  In a fleet without a prober
+ * (one backend) a backend first reached or just readmitted is asked for
+ * its MaxThreads first (STATS, at most probe_timeout_ms); a backend being
+ * asked has no slot meanwhile.  A change of the limit is logged once, as
+ * a warning when it is below the config's scanners or the backend's
+ * connection cap.  Returns 0 with @pick filled (release it), -ETIMEDOUT
+ * or -ECANCELED.
+ */
+int cdp_fleet_acquire_slot(struct cdp_fleet *fleet, int exclude, bool small,
+			   int timeout_ms, struct cdp_cancel *cancel,
+			   struct cdp_fleet_pick *pick);
+/*
+ * Ask backend @i's clamd for its MaxThreads now (a periodic check: clamd
+ * may have been restarted with another MaxThreads) and apply it as above.
+ * Returns the limit, -EBUSY when another caller is asking it, -ERANGE, or
+ * the negative errno of the STATS (the limit known before stays).
+ */
+int cdp_fleet_learn_threads(struct cdp_fleet *fleet, size_t i,
+			    struct cdp_cancel *cancel);
+/* Scans that had to wait in cdp_fleet_acquire_slot for a free slot. */
+uint64_t cdp_fleet_slot_waits(struct cdp_fleet *fleet);
+/*
  * The attempt under @pick starts now, not at its acquire: the caller
  * waited first (a pause before a retry), and that wait is neither the
  * backend's latency nor older than a failure recorded meanwhile.
@@ -372,6 +413,7 @@ struct cdp_backend_stats {
 	bool healthy;
 	unsigned weight;
 	unsigned max_conns;
+	unsigned threads; /* its clamd's MaxThreads (STATS), 0: not known */
 	unsigned inflight;
 	uint64_t scans;	    /* attempts released */
 	uint64_t errors;    /* of which ended in an error (not cancelled) */
@@ -407,11 +449,14 @@ int cdp_version(struct cdp_pool *pool, struct cdp_version *ver,
 		struct cdp_result *res);
 int cdp_stats(struct cdp_pool *pool, char **textp, struct cdp_result *res);
 /*
- * cdp_ping() and cdp_version() under @cancel (may be NULL): -ECANCELED,
- * res->cat CDP_ERR_CANCELLED, once it triggers (a thread being stopped).
+ * cdp_ping(), cdp_version() and cdp_stats() under @cancel (may be NULL):
+ * -ECANCELED, res->cat CDP_ERR_CANCELLED, once it triggers (a thread
+ * being stopped, a scan given up).
  */
 int cdp_ping_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
 		    struct cdp_result *res);
+int cdp_stats_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
+		     char **textp, struct cdp_result *res);
 int cdp_version_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
 		       struct cdp_version *ver, struct cdp_result *res);
 
@@ -444,6 +489,23 @@ int cdp_reply_split_id(const char *s, size_t len, unsigned *idp, size_t *restp);
  * the short "ClamAV 1.4.6".  Returns 0 or -EPROTO.
  */
 int cdp_version_parse(const char *s, size_t len, struct cdp_version *ver);
+
+/* clamd's thread pool as its STATS reply tells it. */
+struct cdp_threads {
+	unsigned live; /* threads running now */
+	unsigned idle; /* of which waiting for work */
+	unsigned max;  /* MaxThreads: scans beyond it wait in clamd's queue */
+};
+
+/*
+ * Find the "THREADS: live N  idle N max N ..." line of a STATS reply @s of
+ * @len bytes (the first such line: clamd has one pool) and read its
+ * figures by keyword; fields it does not know are skipped.  Returns 0, or
+ * -EPROTO (and *t zeroed) when there is no such line, a figure is not a
+ * plain decimal number up to 1000000, or max is missing or 0.  No I/O, no
+ * allocation: safe on hostile input.
+ */
+int cdp_stats_parse_threads(const char *s, size_t len, struct cdp_threads *t);
 
 #ifdef __cplusplus
 }

@@ -34,9 +34,38 @@ static bool lighter(const struct cdp_fsel *a, const struct cdp_fsel *b)
 	return la < lb;
 }
 
-int cdp_fsel_pick(const struct cdp_fsel *b, size_t n, int exclude, unsigned *rr)
+unsigned cdp_fsel_limit(const struct cdp_fsel *b, bool small)
+{
+	unsigned limit = b->threads;
+
+	if (limit == 0)
+		return b->cap;
+	if (!small && limit > 1)
+		limit--;
+	return limit < b->cap ? limit : b->cap;
+}
+
+enum slot { ANY, SMALL, BIG };
+
+/* Whether @b may take one more scan of kind @slot. */
+static bool room(const struct cdp_fsel *b, enum slot slot)
+{
+	return slot == ANY ||
+	       (!b->learning && b->inflight < cdp_fsel_limit(b, slot == SMALL));
+}
+
+/*
+ * The pick of cdp_fsel_pick (@slot ANY) and cdp_fsel_pick_slot: a tier
+ * (healthy, then ejected, then @exclude) with no backend in it is passed
+ * over; one whose backends are all full is waited for (-1), not passed
+ * over: a scan must not go to an ejected clamd because the healthy ones
+ * are busy.
+ */
+static int choose(const struct cdp_fsel *b, size_t n, int exclude,
+		  enum slot slot, unsigned *rr)
 {
 	int best = -1, oldest = -1;
+	bool healthy = false, ejected = false;
 	size_t k;
 
 	if (n == 0)
@@ -48,19 +77,38 @@ int cdp_fsel_pick(const struct cdp_fsel *b, size_t n, int exclude, unsigned *rr)
 		if (i == exclude)
 			continue;
 		if (b[i].ejected) {
-			if (oldest < 0 || b[i].failed_at < b[oldest].failed_at)
+			ejected = true;
+			if (room(&b[i], slot) &&
+			    (oldest < 0 ||
+			     b[i].failed_at < b[oldest].failed_at))
 				oldest = i;
 			continue;
 		}
-		if (best < 0 || lighter(&b[i], &b[best]))
+		healthy = true;
+		if (room(&b[i], slot) && (best < 0 || lighter(&b[i], &b[best])))
 			best = i;
 	}
-	if (best < 0)
+	if (!healthy)
 		best = oldest;
-	if (best < 0)
+	if (!healthy && !ejected) {
 		best = exclude >= 0 && (size_t)exclude < n ? exclude : 0;
-	*rr = (unsigned)((size_t)best + 1) % (unsigned)n;
+		if (!room(&b[best], slot))
+			best = -1;
+	}
+	if (best >= 0)
+		*rr = (unsigned)((size_t)best + 1) % (unsigned)n;
 	return best;
+}
+
+int cdp_fsel_pick(const struct cdp_fsel *b, size_t n, int exclude, unsigned *rr)
+{
+	return choose(b, n, exclude, ANY, rr);
+}
+
+int cdp_fsel_pick_slot(const struct cdp_fsel *b, size_t n, int exclude,
+		       bool small, unsigned *rr)
+{
+	return choose(b, n, exclude, small ? SMALL : BIG, rr);
 }
 
 size_t cdp_fsel_healthy(const struct cdp_fsel *b, size_t n, int exclude)
@@ -107,6 +155,7 @@ bool cdp_fsel_succeeded(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 
 	b->ejected = false;
 	b->suspect = false;
+	b->scan_probe = false;
 	b->backoff_ms = t->backoff_min_ms;
 	b->next_probe = now + t->probe_interval_ms;
 	return was;
@@ -125,6 +174,9 @@ cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 						     : CDP_FSEL_SAME;
 	if (!cdp_fsel_is_failure(res))
 		return CDP_FSEL_SAME;
+	/* from now on only a scan tells whether it scans */
+	if (res->cat == CDP_ERR_TIMEOUT)
+		b->scan_probe = true;
 	if (b->ejected) {
 		/* sent there because none was healthy: it is now the one
 		 * that failed last (a timeout too: a wedged clamd must not
@@ -142,13 +194,28 @@ cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 	return cdp_fsel_failed(b, t, now) ? CDP_FSEL_EJECTED : CDP_FSEL_SAME;
 }
 
+enum cdp_fsel_probe cdp_fsel_probe_kind(const struct cdp_fsel *b)
+{
+	return b->scan_probe ? CDP_FSEL_SCAN : CDP_FSEL_PING;
+}
+
 enum cdp_fsel_change cdp_fsel_probe_done(struct cdp_fsel *b,
 					 const struct cdp_fsel_timing *t,
-					 int64_t started, bool ok, int64_t now)
+					 int64_t started,
+					 enum cdp_fsel_probe kind, bool ok,
+					 int64_t now)
 {
 	if (started <= b->failed_at) {
-		/* a scan failed while this PING was out: not newer news */
+		/* a scan failed while this probe was out: not newer news */
 		b->next_probe = now + b->backoff_ms;
+		return CDP_FSEL_SAME;
+	}
+	if (ok && kind == CDP_FSEL_PING && b->scan_probe) {
+		/* a scan timed out while the PING was out: it answers, but
+		 * whether it scans only a scan can tell: at once, unless a
+		 * backoff is running */
+		if (!b->ejected)
+			b->next_probe = now;
 		return CDP_FSEL_SAME;
 	}
 	if (ok)

@@ -21,10 +21,16 @@ struct cdp_fsel {
 	unsigned cap;	    /* connections; at cap in flight it is full */
 	unsigned inflight;  /* scans handed out and not yet released */
 	bool ejected;	    /* not picked while a healthy one is left */
-	bool suspect;	    /* healthy, but a scan timed out: PINGed at
+	bool suspect;	    /* healthy, but a scan timed out: probed at
 			     * once, picked after the unsuspected ones */
+	bool scan_probe;    /* a scan timed out here: only a scan (the
+			     * probe's, or a real one) clears it, a PING
+			     * says nothing of a clamd wedged in scans */
+	unsigned threads;   /* clamd's MaxThreads, 0: not known */
+	bool learning;	    /* its MaxThreads is being asked: no slot there
+			     * until it is known */
 	int64_t failed_at;  /* last failed scan or probe */
-	int64_t next_probe; /* when the prober should PING it next */
+	int64_t next_probe; /* when the prober should probe it next */
 	int backoff_ms;	    /* while ejected: the current probe interval */
 };
 
@@ -52,6 +58,27 @@ void cdp_fsel_init(struct cdp_fsel *b, unsigned weight, unsigned cap,
  */
 int cdp_fsel_pick(const struct cdp_fsel *b, size_t n, int exclude,
 		  unsigned *rr);
+
+/*
+ * Scans that may be in flight on @b at once: its connection cap, and when
+ * its clamd's MaxThreads is known no more than that, one of them kept for
+ * small files: a big scan may use threads - 1 (at least 1), a @small one
+ * all of them.  More would wait in clamd's own queue, where the small
+ * ones queue behind the big ones.
+ */
+unsigned cdp_fsel_limit(const struct cdp_fsel *b, bool small);
+
+/*
+ * cdp_fsel_pick() for a scan that waits for a free slot rather than
+ * queue in clamd: only backends below cdp_fsel_limit(@small) are chosen,
+ * by the same preferences.  Returns -1 when the one cdp_fsel_pick() would
+ * take from (the healthy ones other than @exclude; without those the
+ * ejected ones; without those @exclude) are all at their limit: the
+ * caller waits for a release and asks again.  A backend whose MaxThreads
+ * is being asked (learning) has no slot yet.
+ */
+int cdp_fsel_pick_slot(const struct cdp_fsel *b, size_t n, int exclude,
+		       bool small, unsigned *rr);
 
 /* Healthy backends other than @exclude (-1: none). */
 size_t cdp_fsel_healthy(const struct cdp_fsel *b, size_t n, int exclude);
@@ -100,10 +127,13 @@ enum cdp_fsel_change {
  * On an ejected one (sent there because none was healthy) any failure,
  * a timeout too, only updates failed_at, so the next scan goes to another
  * that may be back; only failed probes lengthen the backoff.  A timeout
- * only makes a healthy backend suspect and due for a PING at once: the
+ * only makes a healthy backend suspect and due for a probe at once: the
  * scan may have needed more time than it had (a big file, or a first
  * attempt given half the deadline), and ejecting for that would eject
- * every backend in turn; the PING decides.  A verdict is
+ * every backend in turn; the probe decides, and after a timeout that
+ * probe is a tiny scan, not a PING (scan_probe, also on an ejected
+ * one): a clamd wedged in its scans, or a path that drops streams, still
+ * answers PING.  A verdict is
  * cdp_fsel_succeeded.  Anything else (clamd's own error, a cancel, a wait
  * for a pool slot) says nothing about the backend's health.
  */
@@ -111,18 +141,31 @@ enum cdp_fsel_change
 cdp_fsel_scan_done(struct cdp_fsel *b, const struct cdp_fsel_timing *t,
 		   int64_t started, const struct cdp_result *res, int64_t now);
 
+/* What the prober sends. */
+enum cdp_fsel_probe {
+	CDP_FSEL_PING = 0, /* PING: is it there */
+	CDP_FSEL_SCAN,	   /* a tiny scan: does it scan */
+};
+
+/* The probe @b is due for: a scan while scan_probe is set, else a PING. */
+enum cdp_fsel_probe cdp_fsel_probe_kind(const struct cdp_fsel *b);
+
 /*
- * A PING of @b sent at @started ended at @now, answered (@ok: clears a
- * suspicion, readmits) or not (cdp_fsel_failed: ejects a healthy or
- * suspect one, doubles the backoff of an ejected one).  A PING sent no
+ * A probe (@kind) of @b sent at @started ended at @now, answered (@ok:
+ * clears a suspicion, readmits) or not (cdp_fsel_failed: ejects a healthy
+ * or suspect one, doubles the backoff of an ejected one).  A probe sent no
  * later than @b's last failure is ignored, and the next one is a backoff
- * away.
+ * away.  An answered PING of a backend whose scan timed out meanwhile
+ * (scan_probe) proves nothing: the scan probe is due at once (a backoff
+ * under way stays).
  */
 enum cdp_fsel_change cdp_fsel_probe_done(struct cdp_fsel *b,
 					 const struct cdp_fsel_timing *t,
-					 int64_t started, bool ok, int64_t now);
+					 int64_t started,
+					 enum cdp_fsel_probe kind, bool ok,
+					 int64_t now);
 
-/* Whether the prober should PING @b at @now. */
+/* Whether the prober should probe @b at @now. */
 bool cdp_fsel_probe_due(const struct cdp_fsel *b, int64_t now);
 
 /* The earliest next_probe of all, INT64_MAX when @n is 0. */

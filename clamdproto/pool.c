@@ -891,8 +891,14 @@ int cdp_version_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
 
 int cdp_stats(struct cdp_pool *pool, char **textp, struct cdp_result *res)
 {
+	return cdp_stats_cancel(pool, NULL, textp, res);
+}
+
+int cdp_stats_cancel(struct cdp_pool *pool, struct cdp_cancel *cancel,
+		     char **textp, struct cdp_result *res)
+{
 	struct cmd cmd = {.kind = CMD_STATS, .stats = textp};
 
 	*textp = NULL;
-	return simple(pool, &cmd, NULL, res);
+	return simple(pool, &cmd, cancel, res);
 }

@@ -160,9 +160,52 @@ static unsigned int check_clamd_limits(FILE *out,
 	return warnings;
 }
 
-/* One backend's part of --check: EXIT_OK when it answers. */
-static int check_backend(FILE *out, struct cdp_pool *pool, const char *addr)
+/*
+ * clamd's MaxThreads against what clamfs would keep in flight there: more
+ * scans than threads wait in clamd's own queue, small files behind big
+ * ones (the daemon then holds them back, doc/fleet.md). A clamd that does
+ * not answer STATS is only mentioned.
+ */
+static void check_threads(FILE *out, struct cdp_pool *pool, const char *addr,
+			  unsigned int scan_threads, unsigned int conns)
 {
+	struct cdp_threads t;
+	struct cdp_result res;
+	char *text = NULL;
+
+	if (cdp_stats(pool, &text, &res) != 0 ||
+	    cdp_stats_parse_threads(text, strlen(text), &t) != 0) {
+		fprintf(out,
+			"clamd %s: STATS gave no thread limit (%s): conns=%u "
+			"alone bounds the scans in flight there\n",
+			addr, text ? "no THREADS line" : res.text, conns);
+		free(text);
+		return;
+	}
+	free(text);
+	if (t.max < scan_threads || t.max < conns)
+		fprintf(out,
+			"clamd %s: warning: MaxThreads %u is below "
+			"scan_threads=%u or conns=%u: clamfs keeps at most %u "
+			"scans in flight there and the others wait; set "
+			"scan_threads and conns= to at most %u, or raise "
+			"MaxThreads\n",
+			addr, t.max, scan_threads, conns,
+			t.max < conns ? t.max : conns, t.max);
+	else
+		fprintf(out,
+			"clamd %s: MaxThreads %u, enough for scan_threads=%u "
+			"and conns=%u\n",
+			addr, t.max, scan_threads, conns);
+}
+
+/* One backend's part of --check: EXIT_OK when it answers. */
+static int check_backend(FILE *out, struct cdp_fleet *fleet, size_t i,
+			 unsigned int scan_threads)
+{
+	struct cdp_pool *pool = cdp_fleet_pool(fleet, i);
+	const char *addr = cdp_fleet_addr(fleet, i);
+	struct cdp_backend_stats st;
 	struct cdp_result res;
 	struct cdp_version ver;
 
@@ -184,6 +227,8 @@ static int check_backend(FILE *out, struct cdp_pool *pool, const char *addr)
 			"clamd %s: ok, ClamAV %s, no database version (custom "
 			"signatures only: cache_ttl bounds old verdicts)\n",
 			addr, ver.engine);
+	if (cdp_fleet_backend_stats(fleet, i, &st) == 0)
+		check_threads(out, pool, addr, scan_threads, st.max_conns);
 	return EXIT_OK;
 }
 
@@ -249,13 +294,13 @@ static int check_clamd(FILE *out, const struct clamfs_opts *opts)
 	int status = EXIT_OK;
 
 	/* the daemon's own rules: what passes here, a mount accepts */
-	if (poolcfg_new(opts, 1, &mode, &fleet, err, sizeof(err)) != 0) {
+	/* each backend's own conns, for the MaxThreads check */
+	if (poolcfg_new(opts, 0, &mode, &fleet, err, sizeof(err)) != 0) {
 		fprintf(out, "%s\n", err);
 		return EXIT_CONFIG;
 	}
 	for (size_t i = 0; i < cdp_fleet_size(fleet); i++) {
-		if (check_backend(out, cdp_fleet_pool(fleet, i),
-				  cdp_fleet_addr(fleet, i)) != EXIT_OK)
+		if (check_backend(out, fleet, i, opts->scan_threads) != EXIT_OK)
 			status = EXIT_CLAMD;
 		check_socket_access(out, cdp_fleet_addr(fleet, i));
 	}

@@ -226,6 +226,9 @@ void dbwatch_check(struct dbwatch *w)
 			res = r; /* the last failure, for the log */
 			continue;
 		}
+		/* a clamd restarted with another MaxThreads is seen here,
+		 * not only at a readmission (the fleet logs a change) */
+		cdp_fleet_learn_threads(fleet, i, w->cancel);
 		if (!up || version_newer(&ver, &answered))
 			answered = ver;
 		up = true;

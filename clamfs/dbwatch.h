@@ -41,7 +41,8 @@ int dbwatch_new(const struct dbwatch_source *src, struct stats *stats,
 /*
  * One check, in the calling thread: VERSION of every healthy backend
  * (of every backend when none is healthy), each bounded by its pool's
- * io_timeout_ms, one after the other.
+ * io_timeout_ms, one after the other, and of each that answered its
+ * MaxThreads (cdp_fleet_learn_threads).
  */
 void dbwatch_check(struct dbwatch *w);
 void dbwatch_stop(struct dbwatch *w);

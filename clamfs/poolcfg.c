@@ -335,6 +335,8 @@ int poolcfg_new(const struct clamfs_opts *opts, unsigned int max_conns,
 	cfg.pool.connect_timeout_ms = (int)opts->clamd_connect_timeout * 1000;
 	tls_settings(opts, &cfg.pool);
 	cfg.log = fleet_log;
+	/* for the warning when a clamd has fewer threads (doc/fleet.md) */
+	cfg.scanners = opts->scan_threads;
 	for (size_t i = 0; i < n; i++) {
 		bc[i].addr = b[i].addr;
 		bc[i].weight = b[i].weight;

@@ -193,6 +193,11 @@ static const struct prom_row table[] = {
 		    0),
 	PER_BACKEND("backend_*_conns", "clamfs_backend_connections_max",
 		    PROM_GAUGE, "The backend's cap on connections.", 0),
+	PER_BACKEND("backend_*_threads", "clamfs_backend_clamd_threads",
+		    PROM_GAUGE,
+		    "The backend's clamd MaxThreads as its STATS told (0: not "
+		    "known): at most that many scans are in flight there.",
+		    0),
 	PER_BACKEND("backend_*_inflight", "clamfs_backend_scans_in_flight",
 		    PROM_GAUGE, "Scan attempts running on the backend now.", 0),
 	PER_BACKEND("backend_*_scans", "clamfs_backend_scans_total",

@@ -520,6 +520,34 @@ static int retry_pause(const struct scanq_scan *s, int timeout_ms)
 	return timeout_ms > 1 ? timeout_ms : 1;
 }
 
+/*
+ * A backend with a free slot (no more scans in flight there than its
+ * clamd has threads, one kept for small files), waited for within the
+ * deadline: a scan beyond clamd's MaxThreads would wait in clamd's own
+ * queue, where a small file queues behind the big ones. Returns what is
+ * left of @timeout_ms, or 0 with @res filled when none came free.
+ */
+static int acquire(const struct scanq_scan *s, int exclude, int timeout_ms,
+		   struct cdp_fleet_pick *pick, struct cdp_result *res)
+{
+	uint64_t start = now_usec();
+	int ret, left;
+
+	ret = cdp_fleet_acquire_slot(s->fleet, exclude, s->small, timeout_ms,
+				     s->cancel, pick);
+	if (ret == -ECANCELED) {
+		fail(res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
+		return 0;
+	}
+	if (ret) {
+		fail(res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+		     "no clamd thread came free before the deadline");
+		return 0;
+	}
+	left = timeout_ms - (int)((now_usec() - start) / 1000);
+	return left > 1 ? left : 1;
+}
+
 static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
 {
 	int exclude = s->attempt > 0 && s->note ? s->note->backend : -1;
@@ -528,7 +556,11 @@ static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
 	enum scan_mode mode;
 	bool halved;
 
-	cdp_fleet_acquire(s->fleet, exclude, &pick);
+	if (s->note)
+		s->note->bounded = false;
+	timeout_ms = acquire(s, exclude, timeout_ms, &pick, res);
+	if (timeout_ms == 0)
+		return;
 	if (s->attempt > 0 && pick.index == exclude) {
 		timeout_ms = retry_pause(s, timeout_ms);
 		cdp_fleet_restart(s->fleet, &pick);
@@ -636,6 +668,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		.path = job->path,
 		.file = &job->file,
 		.cancel = job->cancel,
+		.small = job->lane == LANE_SMALL,
 	};
 	pthread_mutex_lock(&q->lock);
 	s.timeout_ms = attempt_ms(job, &wake);

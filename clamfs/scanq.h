@@ -153,6 +153,7 @@ struct scanq_scan {
 	int timeout_ms;			/* what is left of the deadline, > 0 */
 	struct cdp_cancel *cancel; /* triggered when nobody waits any more */
 	unsigned int attempt;	   /* 0, then 1 for the retry */
+	bool small;		   /* of the small-file lane */
 };
 
 /*

@@ -158,13 +158,14 @@ static size_t render_backends(const struct stats_sample *x, char *buf,
 
 		used = put(buf, len, used, "backend_%zu_addr=", i);
 		used = put_escaped(buf, len, used, b->addr ? b->addr : "");
-		used = put(buf, len, used,
-			   "\nbackend_%zu_state=%s\nbackend_%zu_healthy=%d"
-			   "\nbackend_%zu_weight=%u\nbackend_%zu_conns=%u"
-			   "\nbackend_%zu_inflight=%u\n",
-			   i, b->healthy ? "healthy" : "ejected", i,
-			   b->healthy ? 1 : 0, i, b->weight, i, b->max_conns, i,
-			   b->inflight);
+		used = put(
+			buf, len, used,
+			"\nbackend_%zu_state=%s\nbackend_%zu_healthy=%d"
+			"\nbackend_%zu_weight=%u\nbackend_%zu_conns=%u"
+			"\nbackend_%zu_threads=%u\nbackend_%zu_inflight=%u\n",
+			i, b->healthy ? "healthy" : "ejected", i,
+			b->healthy ? 1 : 0, i, b->weight, i, b->max_conns, i,
+			b->threads, i, b->inflight);
 		used = put(buf, len, used,
 			   "backend_%zu_scans=%" PRIu64
 			   "\nbackend_%zu_errors=%" PRIu64

@@ -2,8 +2,9 @@
 /*
  * libFuzzer target for clamdproto's reply handling: the input is a byte
  * stream from a hostile clamd, cut into reads of fuzzer-chosen sizes, framed
- * and parsed as scan, session and VERSION replies.  Besides memory safety it
- * checks that no verdict is ever read from anything but the end of a line.
+ * and parsed as scan, session, VERSION and STATS replies.  Besides memory
+ * safety it checks that no verdict is ever read from anything but the end of a
+ * line.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +21,20 @@ static int ends_with(const char *s, size_t len, const char *suf)
 	size_t n = strlen(suf);
 
 	return len >= n && memcmp(s + len - n, suf, n) == 0;
+}
+
+/* A STATS reply is one framed line of several text lines. */
+static void check_stats(const char *line, size_t len)
+{
+	struct cdp_threads t;
+
+	if (cdp_stats_parse_threads(line, len, &t) == 0) {
+		if (t.max == 0 || t.max > 1000000 ||
+		    !memmem(line, len, "THREADS:", 8))
+			abort();
+	} else if (t.max || t.live || t.idle) {
+		abort();
+	}
 }
 
 static void check_line(const char *line, size_t len, const char *name,
@@ -64,6 +79,7 @@ static void check_line(const char *line, size_t len, const char *name,
 	} else if (ver.engine[0] || ver.db_version) {
 		abort();
 	}
+	check_stats(line, len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

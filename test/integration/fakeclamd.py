@@ -13,6 +13,9 @@ reply to each scan is chosen by `behaviour`, a function (ctx) -> action:
   ("silent",)            never answer (keep the connection open)
 ctx has .command (e.g. b"zFILDES"), .id, .nth (scan count on this
 connection, from 1), .conn_no (connection count, from 1), .stream_len.
+STATS (which clamfs sends to learn clamd's MaxThreads) is answered as a
+clamd of `stats` threads would, without asking `behaviour`; with
+stats=None it goes to `behaviour` like any other command.
 """
 import fcntl
 import os
@@ -33,8 +36,9 @@ class Ctx:
 
 
 class FakeClamd:
-    def __init__(self, behaviour, instream_early=None):
+    def __init__(self, behaviour, instream_early=None, stats=256):
         self.behaviour = behaviour
+        self.stats = stats
         # Reply sent as soon as an INSTREAM starts, before reading its data.
         self.instream_early = instream_early
         self.dir = tempfile.mkdtemp(prefix="cfk", dir="/tmp")
@@ -129,6 +133,13 @@ class FakeClamd:
                 id_ = next_id if session else None
                 if session:
                     next_id += 1
+                if cmd.endswith(b"STATS") and self.stats is not None:
+                    prefix = f"{id_}: ".encode() if id_ is not None else b""
+                    c.sendall(prefix + stats_reply(self.stats).encode() +
+                              b"\0")
+                    if not session:
+                        return
+                    continue
                 stream_len = 0
                 if cmd == b"zFILDES":
                     if not buf:
@@ -177,3 +188,52 @@ class FakeClamd:
                 c.close()
             except OSError:
                 pass
+
+
+def stats_reply(max_threads, live=1, idle=0):
+    """clamd 1.4.6's STATS text (without its NUL), threads as given."""
+    return ("POOLS: 1\n\nSTATE: VALID PRIMARY\n"
+            f"THREADS: live {live}  idle {idle} max {max_threads} "
+            "idle-timeout 30\nQUEUE: 0 items\n\tSTATS 0.000005 \n\n"
+            "MEMSTATS: heap N/A mmap N/A used N/A free N/A releasable N/A "
+            "pools 1 pools_used 5.883M pools_total 5.964M\nEND")
+
+
+class StallClamd:
+    """A clamd wedged in its scans (or behind an MTU black hole, or a
+    middlebox that drops streams): PING, VERSION and STATS are answered at
+    once, scans (FILDES, INSTREAM) are swallowed while .swallow is set and
+    answered OK once it is cleared. .scans counts the scan commands,
+    .answered those that got a verdict."""
+
+    def __init__(self, max_threads=12):
+        self.swallow = True
+        self.max_threads = max_threads
+        self.lock = threading.Lock()
+        self.scans = 0
+        self.answered = 0
+        self.fake = FakeClamd(self._behaviour, stats=max_threads)
+        self.socket = self.fake.socket
+
+    def _behaviour(self, ctx):
+        if ctx.command.endswith(b"PING"):
+            return ("reply", "PONG")
+        if ctx.command.endswith(b"VERSION"):
+            return ("reply", "ClamAV 1.4.6")
+        with self.lock:
+            self.scans += 1
+        if self.swallow:
+            return ("silent",)
+        with self.lock:
+            self.answered += 1
+        what = "stream" if ctx.command.endswith(b"INSTREAM") else "fd[1]"
+        return ("reply", f"{what}: OK")
+
+    def close(self):
+        self.fake.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()

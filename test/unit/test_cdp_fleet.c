@@ -289,9 +289,10 @@ static void test_all_ejected_timeout_rotates(void **state)
 /*
  * A timeout may be the scan's own doing (a big file, or the first attempt
  * cut to half the deadline): it makes the backend suspect, and only a
- * failed PING then ejects it.
+ * failed probe then ejects it.  That probe is a scan: a clamd wedged in
+ * its scans still answers PING (issue 22, item 5).
  */
-static void test_timeout_is_suspect_until_ping(void **state)
+static void test_timeout_is_suspect_until_probe_scan(void **state)
 {
 	struct cdp_fsel b[3];
 	unsigned rr = 0;
@@ -313,21 +314,43 @@ static void test_timeout_is_suspect_until_ping(void **state)
 	b[2].inflight = 3;
 	for (i = 0; i < 6; i++)
 		assert_int_not_equal(take(b, 3, -1, &rr), 0);
-	/* it answers PING: no change to log, PINGs an interval apart, and
-	 * it takes scans again */
+	/* the probe it is due for is a scan; the others' are PINGs */
+	assert_int_equal(cdp_fsel_probe_kind(&b[0]), CDP_FSEL_SCAN);
+	assert_int_equal(cdp_fsel_probe_kind(&b[1]), CDP_FSEL_PING);
+	/* a PING (sent before the timeout was known) that it answers
+	 * proves nothing: still suspect, the scan probe due at once */
 	now += 5;
-	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now - 5, true, now),
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now - 5, CDP_FSEL_PING,
+					     true, now),
+			 CDP_FSEL_SAME);
+	assert_true(b[0].suspect);
+	assert_true(cdp_fsel_probe_due(&b[0], now));
+	assert_int_not_equal(take(b, 3, -1, &rr), 0);
+	/* the probe scan gets a verdict: no change to log, PINGs an
+	 * interval apart, and it takes scans again */
+	now += 5;
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now - 5, CDP_FSEL_SCAN,
+					     true, now),
 			 CDP_FSEL_SAME);
 	assert_false(b[0].ejected);
+	assert_false(b[0].suspect);
+	assert_int_equal(cdp_fsel_probe_kind(&b[0]), CDP_FSEL_PING);
 	assert_int_equal(b[0].next_probe, now + T.probe_interval_ms);
 	assert_int_equal(cdp_fsel_pick(b, 3, -1, &rr), 0);
-	/* another timeout, and this time the PING fails too: ejected */
+	/* another timeout, and this time the probe scan fails too: ejected */
 	now += 1000;
 	done(&b[0], now - 60000, CDP_ERR_TIMEOUT, ETIMEDOUT);
 	assert_false(b[0].ejected);
 	now += 2000;
-	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now - 2000, false, now),
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now - 2000,
+					     CDP_FSEL_SCAN, false, now),
 			 CDP_FSEL_EJECTED);
+	/* ejected, it is still probed with a scan: an answered PING does
+	 * not readmit it, a probe scan with a verdict does */
+	assert_int_equal(cdp_fsel_probe_kind(&b[0]), CDP_FSEL_SCAN);
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now + 1, CDP_FSEL_PING,
+					     true, now + 2),
+			 CDP_FSEL_SAME);
 	assert_true(b[0].ejected);
 	assert_int_equal(b[0].next_probe, now + T.backoff_min_ms);
 	/* a timeout of an ejected one changes nothing more */
@@ -393,7 +416,8 @@ static void test_inflight_outcomes_after_ejection(void **state)
 	assert_int_equal(b[0].next_probe, ejected_at + T.backoff_min_ms);
 	/* a failed PING doubles the backoff */
 	now = b[0].next_probe;
-	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now, false, now + 3),
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now, CDP_FSEL_PING,
+					     false, now + 3),
 			 CDP_FSEL_SAME);
 	now += 3;
 	assert_int_equal(b[0].backoff_ms, 2 * T.backoff_min_ms);
@@ -427,19 +451,98 @@ static void test_probe_begun_before_ejection(void **state)
 	assert_int_equal(done(&b[0], now - 20, CDP_ERR_CONNECT, ECONNRESET),
 			 CDP_FSEL_EJECTED);
 	now += 10;
-	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, sent, true, now),
-			 CDP_FSEL_SAME);
+	assert_int_equal(
+		cdp_fsel_probe_done(&b[0], &T, sent, CDP_FSEL_PING, true, now),
+		CDP_FSEL_SAME);
 	assert_true(b[0].ejected);
-	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, sent, false, now),
-			 CDP_FSEL_SAME);
+	assert_int_equal(
+		cdp_fsel_probe_done(&b[0], &T, sent, CDP_FSEL_PING, false, now),
+		CDP_FSEL_SAME);
 	assert_int_equal(b[0].backoff_ms, T.backoff_min_ms);
 	/* the next one is a backoff away, as after the ejection */
 	assert_false(cdp_fsel_probe_due(&b[0], now + T.backoff_min_ms - 1));
 	assert_true(cdp_fsel_probe_due(&b[0], now + T.backoff_min_ms));
 	/* one sent after it decides */
 	now += T.backoff_min_ms;
-	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now, true, now + 1),
+	assert_int_equal(cdp_fsel_probe_done(&b[0], &T, now, CDP_FSEL_PING,
+					     true, now + 1),
 			 CDP_FSEL_READMITTED);
+}
+
+/*
+ * clamd's MaxThreads bounds the scans in flight on a backend, one thread
+ * kept for small files (issue 22, item 9); unknown, the cap alone does.
+ */
+static void test_thread_limits(void **state)
+{
+	struct cdp_fsel b[1];
+
+	(void)state;
+	init(b, 1, NULL, 8);
+	assert_int_equal(cdp_fsel_limit(&b[0], false), 8);
+	assert_int_equal(cdp_fsel_limit(&b[0], true), 8);
+	b[0].threads = 4;
+	assert_int_equal(cdp_fsel_limit(&b[0], false), 3);
+	assert_int_equal(cdp_fsel_limit(&b[0], true), 4);
+	b[0].threads = 1; /* nothing to keep back: one scan at a time */
+	assert_int_equal(cdp_fsel_limit(&b[0], false), 1);
+	assert_int_equal(cdp_fsel_limit(&b[0], true), 1);
+	b[0].threads = 20; /* more threads than connections */
+	assert_int_equal(cdp_fsel_limit(&b[0], false), 8);
+	assert_int_equal(cdp_fsel_limit(&b[0], true), 8);
+}
+
+static void test_pick_slot_waits_rather_than_queue(void **state)
+{
+	struct cdp_fsel b[2];
+	unsigned rr = 0;
+
+	(void)state;
+	/* one backend of MaxThreads 4: three big, then only a small one */
+	init(b, 1, NULL, 8);
+	b[0].threads = 4;
+	b[0].inflight = 2;
+	assert_int_equal(cdp_fsel_pick_slot(b, 1, -1, false, &rr), 0);
+	b[0].inflight = 3;
+	assert_int_equal(cdp_fsel_pick_slot(b, 1, -1, false, &rr), -1);
+	assert_int_equal(cdp_fsel_pick_slot(b, 1, -1, true, &rr), 0);
+	b[0].inflight = 4;
+	assert_int_equal(cdp_fsel_pick_slot(b, 1, -1, true, &rr), -1);
+	/* a retry on the only backend waits for it too */
+	assert_int_equal(cdp_fsel_pick_slot(b, 1, 0, true, &rr), -1);
+	b[0].inflight = 1;
+	assert_int_equal(cdp_fsel_pick_slot(b, 1, 0, true, &rr), 0);
+	/* cdp_fsel_pick still hands out a full one (its pool waits) */
+	b[0].inflight = 4;
+	assert_int_equal(cdp_fsel_pick(b, 1, -1, &rr), 0);
+
+	/* two: the full one is passed over for the one with room, even a
+	 * lighter-weighted or suspect one */
+	init(b, 2, NULL, 8);
+	b[0].threads = 2;
+	b[0].inflight = 1;
+	b[1].inflight = 5;
+	b[1].suspect = true;
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(cdp_fsel_pick_slot(b, 2, -1, false, &rr), 1);
+	assert_int_equal(cdp_fsel_pick_slot(b, 2, -1, true, &rr), 0);
+	/* one being asked for its MaxThreads has no slot yet */
+	b[0].learning = true;
+	assert_int_equal(cdp_fsel_pick_slot(b, 2, -1, true, &rr), 1);
+	b[0].learning = false;
+	/* healthy ones all full: wait, not the ejected one with room */
+	b[1].suspect = false;
+	b[1].inflight = 8;
+	assert_int_equal(cdp_fsel_pick_slot(b, 2, -1, false, &rr), -1);
+	b[0].inflight = 0;
+	assert_int_equal(cdp_fsel_failed(&b[0], &T, now), true);
+	assert_int_equal(cdp_fsel_pick_slot(b, 2, -1, false, &rr), -1);
+	/* only ejected ones: the one with room */
+	assert_int_equal(cdp_fsel_failed(&b[1], &T, now + 1), true);
+	assert_int_equal(cdp_fsel_pick_slot(b, 2, -1, false, &rr), 0);
+	b[0].inflight = 1;
+	assert_int_equal(cdp_fsel_pick_slot(b, 2, -1, false, &rr), -1);
+	assert_int_equal(cdp_fsel_pick_slot(b, 2, -1, true, &rr), 0);
 }
 
 /* ---------------------------------------------- against a silent peer */
@@ -666,19 +769,147 @@ static void test_restart_after_a_pause(void **state)
 	cdp_fleet_free(fleet);
 }
 
+/*
+ * A clamd that answers one STATS (MaxThreads 2) on a UNIX socket, then
+ * stays silent: the fleet's first acquire asks it.
+ */
+struct stats_peer {
+	struct silent s;
+	pthread_t t;
+	int stats_seen;
+};
+
+static void *stats_serve(void *arg)
+{
+	static const char reply[] =
+		"POOLS: 1\n\nSTATE: VALID PRIMARY\nTHREADS: live 1  idle 0 "
+		"max 2 idle-timeout 30\nQUEUE: 0 items\nEND";
+	struct stats_peer *p = arg;
+	char buf[64] = "";
+	ssize_t n;
+	int c;
+
+	c = accept(p->s.fd, NULL, NULL);
+	if (c < 0)
+		return NULL;
+	n = read(c, buf, sizeof(buf) - 1);
+	if (n > 0 && memcmp(buf, "zSTATS", 7) == 0) {
+		p->stats_seen = 1;
+		if (write(c, reply, sizeof(reply)) != (ssize_t)sizeof(reply))
+			p->stats_seen = -1;
+	}
+	close(c);
+	return NULL;
+}
+
+struct slot_try {
+	struct cdp_fleet *fleet;
+	struct cdp_cancel *cancel;
+	struct cdp_fleet_pick pick;
+	int rc;
+};
+
+static void *try_slot(void *arg)
+{
+	struct slot_try *t = arg;
+
+	t->rc = cdp_fleet_acquire_slot(t->fleet, -1, true, 10000, t->cancel,
+				       &t->pick);
+	return NULL;
+}
+
+/*
+ * cdp_fleet_acquire_slot learns MaxThreads (2) at the first acquire, hands
+ * out one big and two small slots, then waits: within the timeout, cut
+ * short by a cancel, and ended by a release.
+ */
+static void test_acquire_slot_learns_and_waits(void **state)
+{
+	struct cdp_result clean = {.verdict = CDP_CLEAN};
+	struct cdp_backend_config bc = {0};
+	struct cdp_fleet_pick big, small1, small2, extra;
+	struct cdp_fleet_config cfg;
+	struct cdp_backend_stats st;
+	struct stats_peer peer = {0};
+	struct slot_try waiter;
+	struct cdp_fleet *fleet;
+	pthread_t t;
+	int64_t t0;
+	size_t bad;
+
+	(void)state;
+	silent_open(&peer.s);
+	assert_int_equal(pthread_create(&peer.t, NULL, stats_serve, &peer), 0);
+	bc.addr = peer.s.path;
+	cdp_fleet_config_init(&cfg);
+	cfg.pool.max_conns = 8;
+	assert_int_equal(cdp_fleet_new(&cfg, &bc, 1, &fleet, &bad), 0);
+	assert_int_equal(
+		cdp_fleet_acquire_slot(fleet, -1, false, 5000, NULL, &big), 0);
+	pthread_join(peer.t, NULL);
+	assert_int_equal(peer.stats_seen, 1);
+	assert_int_equal(cdp_fleet_backend_stats(fleet, 0, &st), 0);
+	assert_int_equal(st.threads, 2);
+	assert_int_equal(st.inflight, 1);
+	/* no second big one: it waits out its timeout */
+	t0 = mono_ms();
+	assert_int_equal(
+		cdp_fleet_acquire_slot(fleet, -1, false, 120, NULL, &extra),
+		-ETIMEDOUT);
+	if (mono_ms() - t0 < 110)
+		fail_msg("gave up after %lld ms of 120",
+			 (long long)(mono_ms() - t0));
+	/* the small lane's thread is free */
+	assert_int_equal(
+		cdp_fleet_acquire_slot(fleet, -1, true, 100, NULL, &small1), 0);
+	assert_int_equal(
+		cdp_fleet_acquire_slot(fleet, -1, true, 50, NULL, &small2),
+		-ETIMEDOUT);
+	assert_int_equal(cdp_fleet_slot_waits(fleet), 2);
+	/* a waiter is cut short by its cancel */
+	waiter = (struct slot_try){.fleet = fleet, .cancel = cdp_cancel_new()};
+	assert_non_null(waiter.cancel);
+	assert_int_equal(pthread_create(&t, NULL, try_slot, &waiter), 0);
+	poll(NULL, 0, 100);
+	t0 = mono_ms();
+	cdp_cancel_trigger(waiter.cancel);
+	pthread_join(t, NULL);
+	assert_int_equal(waiter.rc, -ECANCELED);
+	if (mono_ms() - t0 > 500)
+		fail_msg("the cancel took %lld ms",
+			 (long long)(mono_ms() - t0));
+	cdp_cancel_free(waiter.cancel);
+	/* and one is let in by a release */
+	waiter = (struct slot_try){.fleet = fleet};
+	assert_int_equal(pthread_create(&t, NULL, try_slot, &waiter), 0);
+	poll(NULL, 0, 100);
+	cdp_fleet_release(fleet, &big, &clean);
+	pthread_join(t, NULL);
+	assert_int_equal(waiter.rc, 0);
+	cdp_fleet_release(fleet, &small1, &clean);
+	cdp_fleet_release(fleet, &waiter.pick, &clean);
+	assert_int_equal(cdp_fleet_backend_stats(fleet, 0, &st), 0);
+	assert_int_equal(st.inflight, 0);
+	cdp_fleet_free(fleet);
+	silent_close(&peer.s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ties_round_robin),
 		cmocka_unit_test(test_weights),
 		cmocka_unit_test(test_caps),
+		cmocka_unit_test(test_thread_limits),
+		cmocka_unit_test(test_pick_slot_waits_rather_than_queue),
+		cmocka_unit_test(test_acquire_slot_learns_and_waits),
 		cmocka_unit_test(test_exclude),
 		cmocka_unit_test(test_failure_kinds),
 		cmocka_unit_test(test_ejection_and_readmission),
 		cmocka_unit_test(test_backoff_doubles_to_cap),
 		cmocka_unit_test(test_all_ejected),
 		cmocka_unit_test(test_all_ejected_timeout_rotates),
-		cmocka_unit_test(test_timeout_is_suspect_until_ping),
+		cmocka_unit_test(test_timeout_is_suspect_until_probe_scan),
 		cmocka_unit_test(test_pool_wait_is_not_the_backend),
 		cmocka_unit_test(test_inflight_outcomes_after_ejection),
 		cmocka_unit_test(test_probe_begun_before_ejection),

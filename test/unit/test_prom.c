@@ -30,6 +30,7 @@ static const struct cdp_backend_stats two_backends[] = {
 	 .healthy = true,
 	 .weight = 2,
 	 .max_conns = 8,
+	 .threads = 4,
 	 .inflight = 1,
 	 .scans = 40,
 	 .errors = 1,
@@ -159,6 +160,7 @@ static void backends_labelled_by_address(void **state)
 				     "backend_0_healthy=1\n"
 				     "backend_0_weight=2\n"
 				     "backend_0_conns=8\n"
+				     "backend_0_threads=4\n"
 				     "backend_0_inflight=1\n"
 				     "backend_0_scans=40\n"
 				     "backend_0_errors=1\n"
@@ -181,6 +183,9 @@ static void backends_labelled_by_address(void **state)
 	assert_non_null(strstr(out, "\nclamfs_backend_up{mountpoint=\"/m\","
 				    "backend=\"tcp://127.0.0.1:3310\"} 1\n"));
 	assert_int_equal(count(out, "\nclamfs_backend_up{"), 2);
+	assert_non_null(strstr(out, "\nclamfs_backend_clamd_threads{mountpoint="
+				    "\"/m\",backend=\"tcp://127.0.0.1:3310\"}"
+				    " 4\n"));
 	assert_non_null(strstr(out, "\nclamfs_backend_ejections_total{"
 				    "mountpoint=\"/m\",backend=\"/run/cl"));
 	assert_non_null(strstr(out, "\nclamfs_backend_max_scan_seconds{"
