@@ -357,13 +357,9 @@ const char *cdp_fleet_addr(const struct cdp_fleet *f, size_t i)
 	return i < f->n ? f->b[i].addr : NULL;
 }
 
-void cdp_fleet_acquire(struct cdp_fleet *f, int exclude,
-		       struct cdp_fleet_pick *pick)
+/* Backend i takes one more scan; under f->lock. */
+static void take(struct cdp_fleet *f, int i, struct cdp_fleet_pick *pick)
 {
-	int i;
-
-	pthread_mutex_lock(&f->lock);
-	i = cdp_fsel_pick(f->sel, f->n, exclude, &f->rr);
 	f->sel[i].inflight++;
 	pick->index = i;
 	pick->pool = f->b[i].pool;
@@ -371,6 +367,13 @@ void cdp_fleet_acquire(struct cdp_fleet *f, int exclude,
 	pick->alternatives = cdp_fsel_healthy(f->sel, f->n, i);
 	/* under the lock: ordered against the failures release() records */
 	pick->started_ms = cdp_now_ms();
+}
+
+void cdp_fleet_acquire(struct cdp_fleet *f, int exclude,
+		       struct cdp_fleet_pick *pick)
+{
+	pthread_mutex_lock(&f->lock);
+	take(f, cdp_fsel_pick(f->sel, f->n, exclude, &f->rr), pick);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -545,14 +548,8 @@ int cdp_fleet_acquire_slot(struct cdp_fleet *f, int exclude, bool small,
 		waited = true;
 		wait_slot(f, deadline);
 	}
-	if (rc == 0) {
-		f->sel[i].inflight++;
-		pick->index = i;
-		pick->pool = f->b[i].pool;
-		pick->fildes = f->b[i].fildes;
-		pick->alternatives = cdp_fsel_healthy(f->sel, f->n, i);
-		pick->started_ms = cdp_now_ms();
-	}
+	if (rc == 0)
+		take(f, i, pick);
 	pthread_mutex_unlock(&f->lock);
 	return rc;
 }

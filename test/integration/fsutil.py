@@ -266,6 +266,17 @@ _PRELUDE = textwrap.dedent("""\
     """)
 
 
+def share_of(base, uid=UID_A, gid=GID_A):
+    """A backend in the new directory base (both 0755) whose `share`
+    directory belongs to uid: a user who writes the backend directly."""
+    backend = os.path.join(base, "b")
+    os.makedirs(os.path.join(backend, "share"))
+    os.chmod(base, 0o755)
+    os.chmod(backend, 0o755)
+    os.chown(os.path.join(backend, "share"), uid, gid)
+    return backend
+
+
 def setpriv_prefix(uid, gid, groups=None):
     cmd = ["setpriv", f"--reuid={uid}", f"--regid={gid}"]
     if groups:

@@ -196,6 +196,29 @@ def spawn_opener(path, extra=""):
                             stderr=subprocess.PIPE, text=True)
 
 
+def opener_result(p, timeout):
+    """(outcome, seconds open() took) of a spawn_opener child; ("hung",
+    inf) when it did not finish in time (it is left to the caller)."""
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return ("hung", float("inf"))
+    words = out.split()
+    assert words, err
+    if words[0] == "ok":
+        return ("ok", float(words[2]))
+    return (words[0], float(words[1]))
+
+
+def reap(procs):
+    """Kills the children still running and waits for all of them."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        p.wait()
+
+
 # A child that opens with libc's open() directly (no PEP 475 retry) after
 # installing a SIGINT handler without SA_RESTART: a FUSE open answered with
 # EINTR shows up as EINTR here.

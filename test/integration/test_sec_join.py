@@ -9,8 +9,9 @@ import os
 import subprocess
 
 from clamfstest.env import PYTHON, SLOW
-from scanutil import mount_scan, put, spawn_opener, stats, wait_for
-from test_sec_queue import SizeClamd, as_uid, reap, result
+from scanutil import (mount_scan, opener_result, put, reap, spawn_opener,
+                      stats, wait_for)
+from test_sec_queue import SizeClamd, as_uid
 
 USER_A = 65534  # nobody
 USER_B = 4242   # any other unprivileged uid
@@ -52,8 +53,8 @@ def test_joiner_keeps_its_own_queue_and_deadline(mount_clamfs):
             j0 = stats(m.mnt)["scans_joined"]
             b_f = spawn_opener(m.m("F"), as_uid(USER_B))
             procs.append(b_f)
-            rb = result(b_f, 20 * SLOW)
-            ra = result(a_f, 20 * SLOW)
+            rb = opener_result(b_f, 20 * SLOW)
+            ra = opener_result(a_f, 20 * SLOW)
         finally:
             fake.stop.set()
             reap(procs)

@@ -15,7 +15,8 @@ import time
 import pytest
 
 from clamfstest.env import SLOW
-from fsutil import GID_A, GID_B, UID_A, UID_B, run_as, setpriv_prefix
+from fsutil import (GID_A, GID_B, UID_A, UID_B, run_as, setpriv_prefix,
+                    share_of)
 from scanutil import mount_scan, stats
 
 # The attacker: exchanges directories x and y of its share, as fast as it
@@ -61,13 +62,7 @@ VICTIM = """
 @pytest.fixture
 def share(mount_clamfs):
     """A backend whose `share` directory belongs to the attacker."""
-    base = mount_clamfs.tempdir("clamfs-ps")
-    backend = os.path.join(base, "b")
-    os.makedirs(os.path.join(backend, "share"))
-    os.chmod(base, 0o755)
-    os.chmod(backend, 0o755)
-    os.chown(os.path.join(backend, "share"), UID_A, GID_A)
-    return backend
+    return share_of(mount_clamfs.tempdir("clamfs-ps"))
 
 
 def plant(backend, eicar):

@@ -15,7 +15,8 @@ import pytest
 from clamfstest.mountinfo import UNSHARE_MOUNT, fuse_mounts_at
 from fakeclamd import FakeClamd
 from clamfstest.env import PYTHON, SLOW
-from scanutil import mount_scan, put, spawn_opener, stats, wait_for
+from scanutil import (mount_scan, opener_result, put, reap, spawn_opener,
+                      stats, wait_for)
 
 FLOODER = 65534  # nobody
 VICTIM = 4242    # any other unprivileged uid
@@ -82,28 +83,6 @@ def abort_connection(m):
             capture_output=True, timeout=30)
 
 
-def result(p, timeout):
-    """(outcome, seconds open() took) of a spawn_opener child; ("hung",
-    inf) when it did not finish in time (it is left to the caller)."""
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return ("hung", float("inf"))
-    words = out.split()
-    assert words, err
-    if words[0] == "ok":
-        return ("ok", float(words[2]))
-    return (words[0], float(words[1]))
-
-
-def reap(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-    for p in procs:
-        p.wait()
-
-
 def flood(m, names, uid=FLOODER):
     return [spawn_opener(m.m(n), as_uid(uid)) for n in names]
 
@@ -126,7 +105,7 @@ def test_small_file_does_not_wait_behind_big_scans(mount_clamfs):
             time.sleep(0.3)  # the rest are queued by now
             assert all(p.poll() is None for p in procs)
             small = spawn_opener(m.m("small"), as_uid(VICTIM))
-            r = result(small, 10 * SLOW)
+            r = opener_result(small, 10 * SLOW)
             assert r[0] == "ok" and r[1] < 1.0 * SLOW, r
             # and the flooder's opens are still waiting
             assert sum(p.poll() is None for p in procs) >= 12
@@ -151,7 +130,7 @@ def test_big_file_of_another_user_is_not_starved(mount_clamfs):
             assert wait_for(lambda: fake.scans >= 1, 10), fake.scans
             time.sleep(0.3)
             mine = spawn_opener(m.m("mine"), as_uid(VICTIM))
-            r = result(mine, 30 * SLOW)
+            r = opener_result(mine, 30 * SLOW)
             # FIFO would take 16 s; round-robin two scans of 1 s at most
             assert r[0] == "ok" and r[1] < 3.0 * SLOW, r
             assert sum(p.poll() is None for p in procs) >= 10
@@ -175,8 +154,8 @@ def test_deadline_counts_from_the_open(mount_clamfs):
             assert wait_for(lambda: fake.scans >= 1, 10), fake.scans
             time.sleep(1.5)
             second = spawn_opener(m.m("b"))
-            ra = result(first, 10 * SLOW)
-            rb = result(second, 10 * SLOW)
+            ra = opener_result(first, 10 * SLOW)
+            rb = opener_result(second, 10 * SLOW)
         finally:
             fake.stop.set()
             reap([first])
@@ -222,7 +201,7 @@ def test_create_and_opens_share_an_infected_scan(mount_clamfs, eicar_bytes,
         try:
             assert wait_for(lambda: fake.scans >= 1, 10), fake.scans
             procs += [spawn_opener(m.m("d", "f")) for _ in range(4)]
-            results = [result(p, 8 * SLOW) for p in procs]
+            results = [opener_result(p, 8 * SLOW) for p in procs]
         finally:
             fake.stop.set()
             if any(p.poll() is None for p in procs):

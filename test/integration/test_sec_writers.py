@@ -14,7 +14,8 @@ import time
 import pytest
 
 from clamfstest.env import SLOW
-from fsutil import GID_A, GID_B, UID_A, UID_B, run_as, setpriv_prefix
+from fsutil import (GID_A, GID_B, UID_A, UID_B, run_as, setpriv_prefix,
+                    share_of)
 from scanutil import delta, detections, mount_scan, stats
 
 SIZE = 68  # as long as the EICAR test file
@@ -71,13 +72,7 @@ class Mapper:
 @pytest.fixture
 def share(mount_clamfs):
     """A backend with a directory the attacker may write."""
-    base = mount_clamfs.tempdir("clamfs-wr")
-    backend = os.path.join(base, "b")
-    os.makedirs(os.path.join(backend, "share"))
-    os.chmod(base, 0o755)
-    os.chmod(backend, 0o755)
-    os.chown(os.path.join(backend, "share"), UID_A, GID_A)
-    return backend
+    return share_of(mount_clamfs.tempdir("clamfs-wr"))
 
 
 def settle(path, window_s):
