@@ -27,6 +27,9 @@ import time
 
 from soak_oracle import eicar_bytes, has_eicar
 
+# Seconds between the daemon's VERSION checks (its clamd_up).
+VERSION_CHECK = 5
+
 # Settings a reload can change live, and the values the driver picks from.
 CONFIG_CHOICES = {
     "cache_ttl": ("3600", "0", "20"),
@@ -48,7 +51,7 @@ def write_config(ctx, settings):
     text = ("; written by bench/soak\n[fuse]\n"
             f"backend = {ctx.backend}\nmountpoint = {ctx.mnt}\n"
             "options = allow_other\n\n[clamd]\n" + clamd +
-            "version_check = 5\n\n[scan]\n" + mode +
+            f"version_check = {VERSION_CHECK}\n\n[scan]\n" + mode +
             f"scan_timeout = {ctx.scan_timeout}\nscan_threads = 4\n\n"
             f"[cache]\ncache_ttl = {s['cache_ttl']}\n"
             f"cache_entries = {s['cache_entries']}\n"
