@@ -64,13 +64,17 @@ static bool stamp_settled(const struct stamp *s)
 }
 
 /*
- * Whether a verdict may be trusted or stored for the file stamped in s
- * and open read-only at fd: no writer through the mount, nor on the
- * backend (a descriptor or a shared writable mapping that outlived one).
+ * Whether a verdict, or the kernel's page cache, may be trusted or stored
+ * for the file stamped in st and open read-only at fd: no writer through
+ * the mount, nor on the backend (a descriptor or a shared writable
+ * mapping that outlived one), on a filesystem where a writer that came
+ * and went left its mark on the stamp (tsgrain.h).
  */
-static bool stamp_quiet(struct inode *inode, int fd)
+static bool stamp_quiet(struct inode *inode, int fd, const struct stat *st)
 {
-	return inode_writers(inode) == 0 && writers_probe(fd) == 0;
+	return inode_writers(inode) == 0 &&
+	       tsgrain_sees_mapped_stores(fd, st->st_dev) &&
+	       writers_probe(fd) == 0;
 }
 
 /* The scan queue all close scans wait in (no user has this uid). */
@@ -135,12 +139,15 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 	 * Pages cached by an earlier open are kept only if nothing changed,
 	 * and never while a writer is open: its shared mapping may hold
 	 * dirty pages that no scan has seen. A stamp too young to vouch for
-	 * the content is recorded as untrusted, so the next open drops the
-	 * pages.
+	 * the content, or taken while anyone could write the file (a reader
+	 * through the mount could then cache bytes the writer put there and
+	 * took back before this open's scan), is recorded as untrusted, so
+	 * the next open drops the pages.
 	 */
 	fi->keep_cache =
 		st &&
-		inode_stamp_unchanged(inode, &st->st, stamp_settled(st)) &&
+		inode_stamp_unchanged(inode, &st->st,
+				      stamp_settled(st) && st->quiet) &&
 		inode_writers(inode) == 0;
 	/* nothing to flush on close for a reader; spares a round trip */
 	fi->noflush = !writer;
@@ -383,7 +390,7 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 	 */
 	if (o->res.verdict == CDP_ERROR || !p->stamp.quiet ||
 	    inode_write_seq(p->inode) != o->tag || !stamp_settled(&p->stamp) ||
-	    !stamp_quiet(p->inode, p->fd))
+	    !stamp_quiet(p->inode, p->fd, &p->stamp.st))
 		return;
 	vcache_file_from_stat(&f, &p->stamp.st);
 	vcache_insert(vc, &f,
@@ -679,6 +686,13 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		reply_refused(req, fs, fd, created, -ret);
 		return;
 	}
+	/*
+	 * Asked for every reader, scanned or not: the pages a reader caches
+	 * are kept for the next one only on a quiet stamp (reply_allowed). A
+	 * read-write opener's own fd is a writer: never quiet.
+	 */
+	st.quiet = may_read(fi->flags) && !may_write(fi->flags) &&
+		   stamp_quiet(inode, fd, &st.st);
 	if (!may_read(fi->flags)) {
 		/* overwriting an infected file is fine: nothing is read */
 		reply_allowed(req, fs, inode, fd, fi, &st, created);
@@ -696,8 +710,6 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		break;
 	}
 
-	/* a read-write opener's own fd is a writer: never quiet */
-	st.quiet = !may_write(fi->flags) && stamp_quiet(inode, fd);
 	p = pending_new(fs, inode, fd, &st);
 	if (!p) {
 		reply_refused(req, fs, fd, created, ENOMEM);
@@ -841,8 +853,11 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	rfd = reopen_readonly_as_owner(fd, &st.st);
 	if (rfd < 0)
 		goto out;
+	/* the writer's own descriptor would count as a writer to the probe */
+	close(fd);
+	fd = -1;
 	if (stamp_fd(fs, rfd, &st) == 0) {
-		st.quiet = stamp_quiet(inode, rfd);
+		st.quiet = stamp_quiet(inode, rfd, &st.st);
 		p = pending_new(fs, inode, rfd, &st);
 	}
 	if (!p) {
@@ -861,7 +876,8 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	}
 out:
 	fs_unpin(pin);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 }
 
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode)

@@ -25,7 +25,7 @@
 
 struct device {
 	dev_t dev;
-	bool may_be_fine; /* its type */
+	long f_type;
 };
 
 static struct {
@@ -51,6 +51,24 @@ bool tsgrain_type_may_be_fine(long f_type)
 	}
 }
 
+bool tsgrain_type_sees_mapped_stores(long f_type)
+{
+	switch ((unsigned long)f_type) {
+	/*
+	 * shmem and hugetlbfs ask for no write notification: once a page is
+	 * mapped writable (a read fault may do it), stores move no stamp.
+	 * overlayfs maps its upper file, which may be one of them.
+	 */
+	case TMPFS_MAGIC:
+	case HUGETLBFS_MAGIC:
+	case RAMFS_MAGIC:
+	case OVERLAYFS_SUPER_MAGIC:
+		return false;
+	default:
+		return true;
+	}
+}
+
 bool tsgrain_stamp_is_fine(const struct stat *st)
 {
 	/*
@@ -69,32 +87,46 @@ static struct device *find(dev_t dev)
 	return NULL;
 }
 
-/* Whether the file's filesystem is of a type that may keep fine stamps. */
-static bool device_may_be_fine(int fd, dev_t dev)
+/*
+ * The statfs type of the file's filesystem, remembered per device; -1
+ * when it cannot be told.
+ */
+static long device_type(int fd, dev_t dev)
 {
 	struct device *d;
 	struct statfs sf;
-	bool fine = false;
+	long type = -1;
 
 	pthread_mutex_lock(&table.lock);
 	d = find(dev);
-	if (!d && table.n < TSGRAIN_DEVICES && fstatfs(fd, &sf) == 0) {
-		d = &table.d[table.n++];
-		d->dev = dev;
-		d->may_be_fine = tsgrain_type_may_be_fine(sf.f_type);
+	if (d) {
+		type = d->f_type;
+	} else if (fstatfs(fd, &sf) == 0) {
+		type = sf.f_type;
+		if (table.n < TSGRAIN_DEVICES) {
+			d = &table.d[table.n++];
+			d->dev = dev;
+			d->f_type = type;
+		}
 	}
-	if (d)
-		fine = d->may_be_fine;
 	pthread_mutex_unlock(&table.lock);
-	return fine;
+	return type;
+}
+
+bool tsgrain_sees_mapped_stores(int fd, dev_t dev)
+{
+	long type = device_type(fd, dev);
+
+	return type != -1 && tsgrain_type_sees_mapped_stores(type);
 }
 
 int64_t tsgrain_window_ns(int fd, const struct stat *st, int64_t coarse_ns)
 {
 	if (coarse_ns <= TSGRAIN_FINE_WINDOW_NS || !tsgrain_stamp_is_fine(st))
 		return coarse_ns;
-	return device_may_be_fine(fd, st->st_dev) ? TSGRAIN_FINE_WINDOW_NS
-						  : coarse_ns;
+	return tsgrain_type_may_be_fine(device_type(fd, st->st_dev))
+		       ? TSGRAIN_FINE_WINDOW_NS
+		       : coarse_ns;
 }
 
 void tsgrain_reset(void)

@@ -24,6 +24,20 @@
  * this kernel's clock when its inodes can hold them: local ones only. */
 bool tsgrain_type_may_be_fine(long f_type);
 
+/*
+ * Whether a store through a shared writable mapping of a file on this
+ * filesystem type moves its stamps when the mapping is new: most
+ * filesystems ask the kernel to be told of the first store into a clean
+ * page (and update mtime and ctime then); tmpfs does not.
+ */
+bool tsgrain_type_sees_mapped_stores(long f_type);
+
+/*
+ * The same for the filesystem of the file open at fd on device dev,
+ * remembered per device; false when it cannot be told.
+ */
+bool tsgrain_sees_mapped_stores(int fd, dev_t dev);
+
 /* Whether this stamp's ctime keeps sub-seconds (its inode can hold them). */
 bool tsgrain_stamp_is_fine(const struct stat *st);
 

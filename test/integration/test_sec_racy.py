@@ -190,5 +190,11 @@ def test_tight_same_size_rewrites_are_never_served_stale(
             if got != want:
                 wrong.append((i, d, again, got[0]))
     assert wrong == [], wrong
-    # the learnt window applied: settled clean contents were cached
-    assert stats(m.mnt)["opens_cache_hit"] > 0
+    hits = stats(m.mnt)["opens_cache_hit"]
+    if backend_kind == "ext4":
+        # the learnt window applied: settled clean contents were cached
+        assert hits > 0
+    else:
+        # tmpfs: a mapping's stores need not move a stamp, so no verdict
+        # is trusted there at all (test_sec_writers.py)
+        assert hits == 0

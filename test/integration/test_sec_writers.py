@@ -183,3 +183,81 @@ def test_a_reader_does_not_fail_a_writer(mount_clamfs, clamd, share):
         assert w.returncode == 0, err
         assert int(out) > 0
     assert reads > 0
+
+
+@pytest.fixture
+def shm_share():
+    """An attacker's share on tmpfs, whose mappings ask for no write
+    notification: a store into a page a read fault mapped moves no stamp."""
+    import shutil
+    import tempfile
+    base = tempfile.mkdtemp(prefix="clamfs-wrshm.", dir="/dev/shm")
+    os.chmod(base, 0o755)
+    try:
+        yield share_of(os.path.join(base, "t"))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# The attacker on tmpfs: opens read-write, maps, reads first (the read
+# fault maps the page writable: no write fault follows), stores, leaves.
+HIT_AND_RUN = textwrap.dedent("""
+    import mmap, os, sys
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    mp = mmap.mmap(fd, %d, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    mp[0]
+    mp[:] = bytes.fromhex(sys.argv[2])
+    mp.close()
+    os.close(fd)
+""" % SIZE)
+
+
+def test_a_writer_that_left_no_trace_on_tmpfs(mount_clamfs, clamd, shm_share):
+    """On tmpfs a writer that came and went after a clean verdict leaves
+    size, mtime and ctime as they were: the verdict must not be trusted."""
+    m = mount_scan(mount_clamfs, clamd, backend=shm_share)
+    x = m.b("share", "x")
+    with open(x, "wb") as f:
+        f.write(b"A" * SIZE)
+    os.chown(x, UID_A, GID_A)
+    r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
+    assert r == {"ok": (b"A" * SIZE).hex()}
+    before = os.stat(x)
+    subprocess.run(setpriv_prefix(UID_A, GID_A) + [
+        sys.executable, "-c", HIT_AND_RUN, x, clamd.eicar.hex()], check=True)
+    after = os.stat(x)
+    assert (after.st_mtime_ns, after.st_ctime_ns) == \
+        (before.st_mtime_ns, before.st_ctime_ns), \
+        "the store moved a timestamp: the test proves nothing here"
+    # the mount's own page cache of the old bytes goes (tmpfs keeps its)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("1")
+    r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
+    served = r.get("ok") == clamd.eicar.hex()
+    assert not served, "EICAR served from a verdict tmpfs cannot vouch for"
+    assert r == {"err": 13}
+
+
+def test_pages_cached_while_a_writer_held_the_file_are_dropped(
+        mount_clamfs, clamd, share):
+    """A reader whose open was allowed reads what a mapping stored later
+    (open-time rule); the pages it caches must not be handed to the next
+    opener once the writer put the clean bytes back: that open is scanned
+    clean, and the kernel must read the file again."""
+    m = mount_scan(mount_clamfs, clamd, backend=share)
+    x = m.b("share", "x")
+    mapper = Mapper(x)
+    try:
+        mapper.store(b"B" * SIZE)
+        early = os.open(m.m("share", "x"), os.O_RDONLY)  # scanned: clean
+        try:
+            mapper.store(clamd.eicar)
+            assert os.pread(early, SIZE, 0) in (clamd.eicar, b"B" * SIZE)
+            mapper.store(b"B" * SIZE)
+        finally:
+            os.close(early)
+    finally:
+        mapper.close()
+    r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
+    assert r == {"ok": (b"B" * SIZE).hex()}, \
+        "stale pages served" if r.get("ok") == clamd.eicar.hex() else r

@@ -38,6 +38,18 @@ static void test_types(void **state)
 	assert_false(tsgrain_type_may_be_fine(PROC_SUPER_MAGIC));
 }
 
+static void test_mapped_stores(void **state)
+{
+	(void)state;
+	assert_true(tsgrain_type_sees_mapped_stores(EXT4_SUPER_MAGIC));
+	assert_true(tsgrain_type_sees_mapped_stores(0x58465342)); /* xfs */
+	assert_true(tsgrain_type_sees_mapped_stores(BTRFS_SUPER_MAGIC));
+	assert_false(tsgrain_type_sees_mapped_stores(TMPFS_MAGIC));
+	assert_false(tsgrain_type_sees_mapped_stores(HUGETLBFS_MAGIC));
+	assert_false(tsgrain_type_sees_mapped_stores(RAMFS_MAGIC));
+	assert_false(tsgrain_type_sees_mapped_stores(OVERLAYFS_SUPER_MAGIC));
+}
+
 static void test_stamp(void **state)
 {
 	struct stat st;
@@ -136,6 +148,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_types),
+		cmocka_unit_test(test_mapped_stores),
 		cmocka_unit_test(test_stamp),
 		cmocka_unit_test(test_window_on_real_files),
 		cmocka_unit_test(test_not_a_local_filesystem),
