@@ -33,8 +33,14 @@ struct clamfs_fs {
 	bool passthrough;	 /* negotiated at INIT (passthrough.h) */
 
 	/* the scan gate (open.c) */
-	const char *backend_path; /* realpath, for mount-relative names */
-	size_t backend_len;
+	const char *backend_path; /* realpath, as the administrator named it */
+	/*
+	 * What the kernel calls the backend root in /proc/self/fd links, for
+	 * mount-relative names: backend_path, or "/" when it was opened
+	 * beneath a dead mount (a copy of its mounts no namespace lists).
+	 */
+	const char *fd_root;
+	size_t fd_root_len;
 	enum scan_mode scan_mode;
 	bool scan_on_close;
 	int quarantine_fd; /* -1 unless on_infected=quarantine */

@@ -68,29 +68,34 @@ static void install_crash_handlers(const char *mountpoint)
  * the backend, which is then opened beneath it.
  */
 static int open_backend(const char *given, const char *dead, char **real,
-			struct stat *st, char *stage, size_t stage_len)
+			struct stat *st)
 {
 	char dir[PATH_MAX];
 	int fd;
 
-	stage[0] = '\0';
 	if (dead[0] &&
 	    mountpoint_find_dead(MOUNTINFO_SELF, given, "fuse.clamfs", dir,
 				 sizeof(dir)) == 1 &&
 	    strcmp(dir, dead) == 0) {
+		int err = 0;
+
 		*real = strdup(dead);
-		fd = mountpoint_open_beneath(dead, O_PATH | O_DIRECTORY, stage,
-					     stage_len);
-		if (!*real || fd < 0 || fstat(fd, st) == -1) {
+		fd = mountpoint_open_beneath(dead);
+		if (!*real)
+			err = ENOMEM;
+		else if (fd < 0)
+			err = -fd;
+		else if (fstat(fd, st) == -1)
+			err = errno;
+		else if (!S_ISDIR(st->st_mode))
+			err = ENOTDIR;
+		if (err) {
 			fprintf(stderr,
 				"clamfs: backend %s: cannot open it beneath "
 				"the dead mount there: %s\n",
-				given, strerror(fd < 0 ? -fd : errno));
-			if (fd >= 0) {
+				given, strerror(err));
+			if (fd >= 0)
 				close(fd);
-				mountpoint_unstage(stage);
-				stage[0] = '\0';
-			}
 			return -1;
 		}
 		return fd;
@@ -112,16 +117,33 @@ static int open_backend(const char *given, const char *dead, char **real,
 	return fd;
 }
 
+/* What /proc/self/fd calls the directory open at fd; NULL if unknown. */
+static char *fd_link_name(int fd)
+{
+	char link[PROC_FD_PATH_MAX], buf[PATH_MAX];
+	ssize_t n;
+
+	proc_fd_path(link, fd);
+	n = readlink(link, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	return strdup(buf);
+}
+
 /*
  * A clamfs that was killed left its mount, answering ENOTCONN. It stays
  * there until the new mount takes its place (mount_session), so that in
  * place the raw backend it hides is never shown, not even while clamd_wait
- * waits. Its absolute name in dir, or "".
+ * waits. Its absolute name in dir, or "", and its mount id (0 unknown:
+ * then it is never taken off).
  */
-static void find_dead_mount(const char *given, char *dir, size_t len)
+static void find_dead_mount(const char *given, char *dir, size_t len,
+			    unsigned long long *id)
 {
 	int ret;
 
+	*id = 0;
 	ret = mountpoint_find_dead(MOUNTINFO_SELF, given, "fuse.clamfs", dir,
 				   len);
 	if (ret < 0)
@@ -130,6 +152,8 @@ static void find_dead_mount(const char *given, char *dir, size_t len)
 			given, strerror(-ret));
 	if (ret != 1)
 		dir[0] = '\0';
+	else if (mountpoint_top_id(MOUNTINFO_SELF, dir, id) != 1)
+		*id = 0;
 }
 
 static int check_mountpoint(const char *given, const char *dead, char **real)
@@ -174,6 +198,7 @@ static int check_mountpoint(const char *given, const char *dead, char **real)
  * knows it by the stage's name, mount_unmount takes it off mnt.
  */
 static int mount_session(struct fuse_session *se, const char *mnt, bool dead,
+			 unsigned long long dead_id,
 			 unsigned long long *moved_id)
 {
 	char stage[64];
@@ -193,7 +218,7 @@ static int mount_session(struct fuse_session *se, const char *mnt, bool dead,
 		mountpoint_unstage(stage);
 		return -1;
 	}
-	ret = mountpoint_replace(stage, mnt);
+	ret = mountpoint_replace(stage, mnt, dead_id);
 	if (ret < 0) {
 		log_err("mountpoint %s: cannot move the new mount in place of "
 			"the dead one: %s",
@@ -205,7 +230,13 @@ static int mount_session(struct fuse_session *se, const char *mnt, bool dead,
 	mountpoint_unstage(stage);
 	if (mountpoint_top_id(MOUNTINFO_SELF, mnt, moved_id) != 1)
 		*moved_id = 0;
-	if (ret == 1)
+	if (ret == 2) {
+		*moved_id = 0; /* the top one is not ours */
+		log_warn("mountpoint %s: the mount on top is no longer the "
+			 "dead one found at start: left in place, this mount "
+			 "beneath it",
+			 mnt);
+	} else if (ret == 1)
 		log_warn("mountpoint %s: removed the dead mount a clamfs that "
 			 "did not exit cleanly left there, once the new mount "
 			 "covered it",
@@ -338,9 +369,9 @@ int main(int argc, char *argv[])
 	struct clamfs_opts opts;
 	struct fdlimit fdlim;
 	size_t inode_budget;
-	char *backend = NULL, *mnt = NULL;
-	char err[512], clamd[1024], dead[PATH_MAX], stage[64];
-	unsigned long long moved_id = 0;
+	char *backend = NULL, *mnt = NULL, *fd_root = NULL;
+	char err[512], clamd[1024], dead[PATH_MAX];
+	unsigned long long moved_id = 0, dead_id = 0;
 	struct stat root_st;
 	int root_fd, creds_err, ret = 1;
 
@@ -379,24 +410,18 @@ int main(int argc, char *argv[])
 	inode_budget = fdlimit_inode_budget(fdlim.soft);
 	ret = EXIT_MOUNT;
 	/* before the backend: in place, the dead mount hides it */
-	find_dead_mount(opts.mountpoint, dead, sizeof(dead));
-	root_fd = open_backend(opts.backend, dead, &backend, &root_st, stage,
-			       sizeof(stage));
+	find_dead_mount(opts.mountpoint, dead, sizeof(dead), &dead_id);
+	root_fd = open_backend(opts.backend, dead, &backend, &root_st);
 	if (root_fd == -1)
 		goto out_opts;
 	if (check_mountpoint(opts.mountpoint, dead, &mnt) == -1) {
 		close(root_fd);
-		if (stage[0])
-			mountpoint_unstage(stage);
 		goto out_opts;
 	}
 	log_set_mount(mnt);
 	ret = EXIT_FAILED;
+	fd_root = fd_link_name(root_fd);
 	fs.itab = itab_create(root_fd, &root_st);
-	/* after itab_create: it asks mountinfo about the backend's mount */
-	if (stage[0])
-		mountpoint_unstage(stage);
-	stage[0] = '\0';
 	if (!fs.itab || opts_add_mount_names(&args, backend) != 0) {
 		fprintf(stderr, "clamfs: out of memory\n");
 		goto out_fs;
@@ -423,7 +448,8 @@ int main(int argc, char *argv[])
 	fs.passthrough_wanted = opts.passthrough;
 	clock_gettime(CLOCK_MONOTONIC, &fs.started);
 	fs.backend_path = backend;
-	fs.backend_len = strlen(backend);
+	fs.fd_root = fd_root ? fd_root : backend;
+	fs.fd_root_len = strlen(fs.fd_root);
 	ret = EXIT_CONFIG; /* both say why */
 	rt = runtime_prepare(&fs, &opts, mnt);
 	if (!rt)
@@ -440,7 +466,7 @@ int main(int argc, char *argv[])
 		ret = 0; /* stopped before mounting: a clean stop */
 		goto out_signals;
 	}
-	if (mount_session(se, mnt, dead[0] != '\0', &moved_id) != 0) {
+	if (mount_session(se, mnt, dead[0] != '\0', dead_id, &moved_id) != 0) {
 		ret = EXIT_MOUNT;
 		goto out_signals;
 	}
@@ -500,6 +526,7 @@ out_opts:
 	fuse_opt_free_args(&args);
 	opts_free(&opts);
 	free(backend);
+	free(fd_root);
 	free(mnt);
 	return ret;
 }

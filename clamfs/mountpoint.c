@@ -58,7 +58,8 @@ int mountpoint_each(const char *mountinfo,
 		field[0] = strtok_r(line, " ", &save);
 		for (i = 1; field[i - 1] && i < 5; i++)
 			field[i] = strtok_r(NULL, " ", &save);
-		if (!field[i - 1] || sscanf(field[0], "%llu", &m.id) != 1)
+		if (!field[i - 1] || sscanf(field[0], "%llu", &m.id) != 1 ||
+		    sscanf(field[1], "%llu", &m.parent) != 1)
 			continue;
 		unescape_octal(field[3]);
 		unescape_octal(field[4]);
@@ -86,7 +87,8 @@ struct fstype_query {
 	char *fstype;
 	size_t len;
 	bool by_root; /* user_id=0 among the top mount's superblock options */
-	unsigned long long id; /* the top mount's */
+	unsigned long long id;	   /* the top mount's */
+	unsigned long long parent; /* the mount the top one is on */
 	int found;
 };
 
@@ -101,23 +103,32 @@ bool mountpoint_opts_by_root(const char *superopts)
 	return false;
 }
 
+/*
+ * The top mount on q->dir: mounts stacked there are each on the one below
+ * (parent), so a new one is on top when it is on the current top, and
+ * beneath it (MOVE_MOUNT_BENEATH) when the current top is on it; listed
+ * in the order they were made, the last is on top otherwise.
+ */
 static int note_fstype(const struct mountinfo_entry *m, void *arg)
 {
 	struct fstype_query *q = arg;
 
-	if (strcmp(m->dir, q->dir) == 0) {
-		snprintf(q->fstype, q->len, "%s", m->fstype);
-		q->by_root = mountpoint_opts_by_root(m->superopts);
-		q->id = m->id;
-		q->found = 1; /* keep going: the last entry is the top mount */
-	}
+	if (strcmp(m->dir, q->dir) != 0)
+		return 0;
+	if (q->found && q->parent == m->id)
+		return 0; /* moved beneath the top one */
+	snprintf(q->fstype, q->len, "%s", m->fstype);
+	q->by_root = mountpoint_opts_by_root(m->superopts);
+	q->id = m->id;
+	q->parent = m->parent;
+	q->found = 1;
 	return 0;
 }
 
 int mountpoint_fstype(const char *mountinfo, const char *dir, char *fstype,
 		      size_t len)
 {
-	struct fstype_query q = {dir, fstype, len, false, 0, 0};
+	struct fstype_query q = {dir, fstype, len, false, 0, 0, 0};
 	int ret = mountpoint_each(mountinfo, note_fstype, &q);
 
 	return ret < 0 ? ret : q.found;
@@ -127,7 +138,7 @@ int mountpoint_top_id(const char *mountinfo, const char *dir,
 		      unsigned long long *id)
 {
 	char fstype[64];
-	struct fstype_query q = {dir, fstype, sizeof(fstype), false, 0, 0};
+	struct fstype_query q = {dir, fstype, sizeof(fstype), false, 0, 0, 0};
 	int ret = mountpoint_each(mountinfo, note_fstype, &q);
 
 	if (ret < 0)
@@ -149,7 +160,7 @@ int mountpoint_id_listed(const char *mountinfo, unsigned long long id)
 int mountpoint_root_fstype(const char *mountinfo, const char *dir, char *fstype,
 			   size_t len)
 {
-	struct fstype_query q = {dir, fstype, len, false, 0, 0};
+	struct fstype_query q = {dir, fstype, len, false, 0, 0, 0};
 	int ret = mountpoint_each(mountinfo, note_fstype, &q);
 
 	if (ret < 0)
@@ -245,16 +256,20 @@ void mountpoint_unstage(const char *dir)
 	rmdir(dir);
 }
 
-int mountpoint_open_beneath(const char *dir, int flags, char *stage, size_t len)
+/* Dead FUSE mounts stacked on one directory by older kernels, at most. */
+#define DEAD_STACK_MAX 16
+
+int mountpoint_open_beneath(const char *dir)
 {
-	char parent[PATH_MAX], base[PATH_MAX], inside[PATH_MAX];
-	int tree, fd, ret;
+	char parent[PATH_MAX], base[PATH_MAX], inside[PATH_MAX], stage[64];
+	struct statfs sf;
+	int tree, fd = -1, ret, n;
 
 	if (snprintf(parent, sizeof(parent), "%s", dir) >=
 		    (int)sizeof(parent) ||
 	    snprintf(base, sizeof(base), "%s", dir) >= (int)sizeof(base))
 		return -ENAMETOOLONG;
-	ret = mountpoint_stage(stage, len);
+	ret = mountpoint_stage(stage, sizeof(stage));
 	if (ret)
 		return ret;
 	/*
@@ -285,12 +300,30 @@ int mountpoint_open_beneath(const char *dir, int flags, char *stage, size_t len)
 		ret = -ENAMETOOLONG;
 		goto out;
 	}
-	if (umount2(inside, MNT_DETACH | UMOUNT_NOFOLLOW) == -1)
-		goto fail;
-	fd = open(inside, flags | O_NOFOLLOW | O_CLOEXEC);
+	/*
+	 * The dead mount's copy off, and any dead one under it: a kernel
+	 * without MOVE_MOUNT_BENEATH stacked each restart's mount on the
+	 * dead one, so after a second crash two are there (a dead FUSE
+	 * mount answers statfs with ENOTCONN).
+	 */
+	n = 0;
+	do {
+		if (umount2(inside, MNT_DETACH | UMOUNT_NOFOLLOW) == -1)
+			goto fail;
+	} while (++n < DEAD_STACK_MAX && statfs(inside, &sf) == -1 &&
+		 errno == ENOTCONN);
+	/*
+	 * The backend as a tree of its own, its submounts in it: the fd
+	 * keeps it alive without a name, so the copies of everything else
+	 * under dir's parent (other shares, other FUSE mounts whose daemons
+	 * must be able to end) go with the stage.
+	 */
+	fd = open_tree(AT_FDCWD, inside,
+		       OPEN_TREE_CLONE | AT_RECURSIVE | OPEN_TREE_CLOEXEC);
 	if (fd == -1)
 		goto fail;
-	return fd;
+	ret = fd;
+	goto out;
 fail:
 	ret = -errno;
 out:
@@ -302,8 +335,11 @@ out:
 #define MOVE_MOUNT_BENEATH 0x00000200 /* Linux 6.5 */
 #endif
 
-int mountpoint_replace(const char *staged, const char *target)
+int mountpoint_replace(const char *staged, const char *target,
+		       unsigned long long dead_id)
 {
+	unsigned long long top;
+
 	/*
 	 * Beneath the dead mount, then the dead one off the top: the
 	 * directory under them is never uncovered. A kernel older than 6.5
@@ -312,6 +348,10 @@ int mountpoint_replace(const char *staged, const char *target)
 	 */
 	if (move_mount(AT_FDCWD, staged, AT_FDCWD, target,
 		       MOVE_MOUNT_BENEATH) == 0) {
+		/* only the dead mount found at start, never another one */
+		if (mountpoint_top_id(MOUNTINFO_SELF, target, &top) != 1 ||
+		    top != dead_id)
+			return 2;
 		if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW) == -1)
 			return 0; /* still stacked, still covered */
 		return 1;

@@ -30,16 +30,18 @@ int mountpoint_root_fstype(const char *mountinfo, const char *dir, char *fstype,
 
 /* One line of a mountinfo file, unescaped where the kernel escapes. */
 struct mountinfo_entry {
-	unsigned long long id; /* the mount id (statx's stx_mnt_id) */
-	const char *root;      /* the mount's root within its filesystem */
-	const char *dir;       /* where it is mounted */
+	unsigned long long id;	   /* the mount id (statx's stx_mnt_id) */
+	unsigned long long parent; /* the id of the mount it is on */
+	const char *root;	   /* the mount's root within its filesystem */
+	const char *dir;	   /* where it is mounted */
 	const char *fstype;
 	const char *superopts; /* the superblock options ("" when none) */
 };
 
 /*
  * Calls fn for every mount the mountinfo file lists, in its order (the
- * last one on a directory is the top one). Stops at the first non-zero
+ * top one on a directory is the one no other there is on: the last one
+ * listed, unless a mount was moved beneath it). Stops at the first non-zero
  * return of fn and returns it; 0 after the last mount, negative errno when
  * the file cannot be read.
  */
@@ -84,22 +86,25 @@ void mountpoint_unstage(const char *dir);
 
 /*
  * Opens the absolute directory dir as it is beneath the top mount on it
- * (the backend a dead in-place mount hides), with open flags (O_PATH |
- * O_DIRECTORY, say), through a copy of the mounts from dir's parent down
- * made on a stage. The copy stays attached there, so that what the fd is
- * on is listed in mountinfo like any mount, until mountpoint_unstage(stage);
- * the fd keeps working after that. Needs CAP_SYS_ADMIN. The fd (stage
- * set), or negative errno (nothing left behind).
+ * (the backend a dead in-place mount hides, and any dead mount stacked
+ * under that one): an O_PATH fd on the root of a copy of the mounts from
+ * dir down, which no namespace lists and which lives as long as the fd.
+ * Files under it are named from that root ("/x" for dir/x). Made through
+ * a copy of the mounts from dir's parent down on a private stage, removed
+ * before returning. Needs CAP_SYS_ADMIN. The fd, or negative errno
+ * (nothing left behind).
  */
-int mountpoint_open_beneath(const char *dir, int flags, char *stage,
-			    size_t len);
+int mountpoint_open_beneath(const char *dir);
 
 /*
- * Moves the mount on staged to target in place of the mount on top there
- * (a dead one), which is detached only once the new mount covers the
+ * Moves the mount on staged to target in place of the dead mount dead_id
+ * on top there, which is detached only once the new mount covers the
  * directory: 1. Before Linux 6.5 the new mount goes on top of the old one,
- * which stays under it: 0. Negative errno when nothing moved.
+ * which stays under it: 0. When the top mount is no longer dead_id
+ * (somebody replaced it meanwhile) it is left alone, the new mount
+ * beneath it: 2. Negative errno when nothing moved.
  */
-int mountpoint_replace(const char *staged, const char *target);
+int mountpoint_replace(const char *staged, const char *target,
+		       unsigned long long dead_id);
 
 #endif

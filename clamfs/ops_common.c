@@ -256,16 +256,16 @@ const char *fs_fd_path(struct clamfs_fs *fs, int fd, bool absolute, char *buf,
 	buf[n] = '\0';
 	if (absolute)
 		return buf;
-	if (strncmp(buf, fs->backend_path, fs->backend_len) != 0)
+	if (strncmp(buf, fs->fd_root, fs->fd_root_len) != 0)
 		return NULL;
-	if (buf[fs->backend_len] == '\0')
-		return buf + fs->backend_len;
-	/* a backend of "/" has its slash already */
-	if (fs->backend_len == 1)
+	if (buf[fs->fd_root_len] == '\0')
+		return buf + fs->fd_root_len;
+	/* a root of "/" has its slash already */
+	if (fs->fd_root_len == 1)
 		return buf + 1;
-	if (buf[fs->backend_len] != '/')
+	if (buf[fs->fd_root_len] != '/')
 		return NULL;
-	return buf + fs->backend_len + 1;
+	return buf + fs->fd_root_len + 1;
 }
 
 /*

@@ -133,20 +133,34 @@ def test_restart_after_crash_never_shows_the_raw_backend(admin,
                                                          own_fs):
     c = clamd_factory()
     share, cfg = inplace_share(admin, c, 30, own_fs)
+    # a filesystem mounted inside the backend, under the mount
+    inner = os.path.join(share, "sub")
+    os.mkdir(inner, 0o755)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=755",
+                    "tmpfs", inner], check=True)
+    put(os.path.join(inner, "insub"), CLEAN)
+    os.chmod(os.path.join(inner, "insub"), 0o644)
     started = []
     try:
         crash_and_restart(admin, c, share, cfg, started)
         # only the backend's own filesystem under the mount
         assert len(mounts_at(share)) == (2 if own_fs else 1), \
             mounts_at(share)
+        # the new mount reaches into mounts inside the backend, and names
+        # files by their paths (rules, logs and quarantine need them)
+        with open(os.path.join(share, "sub", "insub"), "rb") as f:
+            assert f.read() == CLEAN
+        lines = [x for x in started[-1].stderr_text().splitlines()
+                 if "infected path=" in x]
+        assert lines and all('path="e"' in x for x in lines), lines
         if own_fs:
             ms = started[-1]
             ms.proc.send_signal(signal.SIGTERM)
             assert ms.proc.wait(timeout=30) == 0, ms.stderr_text()
             assert [x.fstype for x in mounts_at(share)] == ["tmpfs"]
     finally:
-        if own_fs:
-            unmount_all(share, started)
+        unmount_all(share, started)
+        subprocess.run(["umount", "-l", inner], check=False)
 
 
 def crash_and_restart(admin, c, share, cfg, started):

@@ -213,11 +213,30 @@ static int mounts_at(const char *dir)
 	return c.n;
 }
 
+/* Mounts whose directory names a stage: none may be left behind. */
+static int count_staged(const struct mountinfo_entry *m, void *arg)
+{
+	int *n = arg;
+
+	if (strstr(m->dir, "/clamfs-stage."))
+		(*n)++;
+	return 0;
+}
+
+static int staged_mounts(void)
+{
+	int n = 0;
+
+	assert_int_equal(mountpoint_each(MOUNTINFO_SELF, count_staged, &n), 0);
+	return n;
+}
+
 /* a directory in the parent's filesystem, or a filesystem of its own */
 static void open_beneath(bool own_fs)
 {
 	char base[] = "/tmp/clamfs-beneath-XXXXXX", sub[128];
-	char under[PATH_MAX], stage[64], inside[128];
+	char under[PATH_MAX], nested[PATH_MAX], link[64], name[PATH_MAX];
+	ssize_t n;
 	int fd;
 
 	if (geteuid() != 0)
@@ -225,35 +244,42 @@ static void open_beneath(bool own_fs)
 	assert_non_null(mkdtemp(base));
 	snprintf(sub, sizeof(sub), "%s/share", base);
 	snprintf(under, sizeof(under), "%s/under", sub);
+	snprintf(nested, sizeof(nested), "%s/nested", sub);
 	assert_int_equal(mkdir(sub, 0755), 0);
 	if (own_fs)
 		mount_marked(sub, "fs");
 	fd = open(under, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
 	close(fd);
+	/* a filesystem mounted inside the backend must stay reachable */
+	assert_int_equal(mkdir(nested, 0755), 0);
+	mount_marked(nested, "inner");
 	mount_marked(sub, "over");
 	assert_int_equal(access(under, F_OK), -1); /* covered */
-	fd = mountpoint_open_beneath(sub, O_PATH | O_DIRECTORY, stage,
-				     sizeof(stage));
+	fd = mountpoint_open_beneath(sub);
 	assert_true(fd >= 0);
-	/* listed until unstaged: the stage, the copy on it, and in the copy
-	 * the backend's own mount but not the copy of the one over it */
-	assert_int_equal(mounts_at(stage), 2);
-	snprintf(inside, sizeof(inside), "%s/share", stage);
-	assert_int_equal(mounts_at(inside), own_fs ? 1 : 0);
-	mountpoint_unstage(stage);
-	assert_int_equal(access(stage, F_OK), -1);
+	assert_int_equal(staged_mounts(), 0);
 	assert_int_equal(faccessat(fd, "under", F_OK, 0), 0);
 	assert_int_equal(faccessat(fd, "over", F_OK, 0), -1);
 	assert_int_equal(faccessat(fd, "fs", F_OK, 0), own_fs ? 0 : -1);
+	assert_int_equal(faccessat(fd, "nested/inner", F_OK, 0), 0);
+	/* named from the copy's own root: what fs_fd_path strips */
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, name, sizeof(name) - 1);
+	assert_true(n > 0);
+	name[n] = '\0';
+	assert_string_equal(name, "/");
 	close(fd);
 	/* the real mounts are untouched */
 	assert_int_equal(mounts_at(sub), own_fs ? 2 : 1);
-	assert_int_equal(mountpoint_open_beneath("/nonexistent/x", O_PATH,
-						 stage, sizeof(stage)),
-			 -ENOENT);
+	assert_int_equal(mounts_at(nested), 1);
+	assert_int_equal(mountpoint_open_beneath("/nonexistent/x"), -ENOENT);
+	assert_int_equal(staged_mounts(), 0);
 	while (umount2(sub, MNT_DETACH) == 0)
 		;
+	while (umount2(nested, MNT_DETACH) == 0)
+		;
+	rmdir(nested);
 	unlink(under);
 	rmdir(sub);
 	rmdir(base);
@@ -273,6 +299,7 @@ static void test_replace_puts_the_new_mount_in_place(void **state)
 {
 	char base[] = "/tmp/clamfs-replace-XXXXXX", target[128];
 	char stage[64], name[PATH_MAX];
+	unsigned long long old_id;
 	int ret;
 
 	if (geteuid() != 0)
@@ -281,9 +308,26 @@ static void test_replace_puts_the_new_mount_in_place(void **state)
 	snprintf(target, sizeof(target), "%s/share", base);
 	assert_int_equal(mkdir(target, 0755), 0);
 	mount_marked(target, "old");
+	assert_int_equal(mountpoint_top_id(MOUNTINFO_SELF, target, &old_id), 1);
 	assert_int_equal(mountpoint_stage(stage, sizeof(stage)), 0);
 	mount_marked(stage, "new");
-	ret = mountpoint_replace(stage, target);
+	/* another mount than the one found at first: left alone */
+	ret = mountpoint_replace(stage, target, old_id + 1000000);
+	if (ret == 2) {
+		snprintf(name, sizeof(name), "%s/old", target);
+		assert_int_equal(access(name, F_OK), 0);
+		assert_int_equal(mounts_at(target), 2);
+		/* ours beneath it: take the old one off by hand, start over */
+		assert_int_equal(umount2(target, MNT_DETACH), 0);
+		assert_int_equal(umount2(target, MNT_DETACH), 0);
+		mount_marked(target, "old");
+		assert_int_equal(
+			mountpoint_top_id(MOUNTINFO_SELF, target, &old_id), 1);
+		mountpoint_unstage(stage);
+		assert_int_equal(mountpoint_stage(stage, sizeof(stage)), 0);
+		mount_marked(stage, "new");
+	}
+	ret = mountpoint_replace(stage, target, old_id);
 	snprintf(name, sizeof(name), "%s/new", target);
 	assert_int_equal(access(name, F_OK), 0);
 	/* Linux >= 6.5: in its place; before: on top of it */
