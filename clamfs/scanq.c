@@ -707,6 +707,14 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		s.timeout_ms = retry || extend ? attempt_ms(job, &wake) : 0;
 		if (s.timeout_ms > 1)
 			q->counters.retries++;
+		else if (out->res.verdict == CDP_ERROR)
+			/*
+			 * Decided under the lock: a waiter coming before
+			 * job_end must not join this failure and get it at
+			 * once, unused deadline and all; it gets a scan of its
+			 * own.
+			 */
+			unmap(job);
 		pthread_mutex_unlock(&q->lock);
 		if (s.timeout_ms <= 1)
 			break;

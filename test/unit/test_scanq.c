@@ -1053,6 +1053,49 @@ static void test_timeout_alone_not_retried(void **state)
 }
 
 /*
+ * A waiter that comes between a failed scan's last decision and its end
+ * (here from the observe callback, which runs on the scanner thread right
+ * then) must not join the failed scan and get its error at once: it gets
+ * a scan of its own.
+ */
+static struct scanq *gap_q;
+static struct twaiter gap_b;
+static atomic_int gap_submits;
+
+static void submit_in_the_gap(void *arg, uint64_t usec)
+{
+	(void)arg, (void)usec;
+	if (atomic_fetch_add(&gap_submits, 1) == 0)
+		assert_int_equal(submit(gap_q, 242, 100, 2, &gap_b), 0);
+}
+
+static void test_no_join_after_the_last_decision(void **state)
+{
+	struct scanq_config cfg = {
+		.threads = 1,
+		.timeout_ms = 300,
+		.scan = script_scan,
+		.observe = submit_in_the_gap,
+	};
+	struct twaiter a;
+
+	(void)state;
+	script_reset(1, CDP_ERR_TIMEOUT);
+	script.outlive_limit = true;
+	atomic_store(&gap_submits, 0);
+	gap_q = new_queue_cfg(&cfg);
+	twaiter_init(&a, false);
+	twaiter_init(&gap_b, false);
+	assert_int_equal(submit(gap_q, 242, 100, 1, &a), 0);
+	assert_true(wait_done(&a, 3000));
+	assert_int_equal(a.o.res.cat, CDP_ERR_TIMEOUT);
+	assert_true(wait_done(&gap_b, 3000));
+	assert_int_equal(gap_b.o.res.verdict, CDP_CLEAN);
+	scanq_free(gap_q);
+	assert_int_equal(script_calls(), 2);
+}
+
+/*
  * Two waiters on a queued scan leave one after the other: the first is
  * answered and the scan stays queued; when the last leaves, the scan ends
  * unscanned, gives back its place in the uid's bound, and the same file
@@ -1209,6 +1252,7 @@ int main(void)
 		cmocka_unit_test(test_no_retry_past_deadline),
 		cmocka_unit_test(test_timeout_retried_for_later_joiner),
 		cmocka_unit_test(test_timeout_alone_not_retried),
+		cmocka_unit_test(test_no_join_after_the_last_decision),
 		cmocka_unit_test(test_withdraw_last_waiter_of_queued_scan),
 		cmocka_unit_test(test_reconfigure_under_way),
 	};
