@@ -17,15 +17,21 @@ from scanutil import delta, mount_scan, put, stats, try_read
 CLEAN = b"C" * 68  # as long as the EICAR test file
 
 
-@pytest.fixture
-def coarse_backend(mount_clamfs):
-    """A directory on ext4 with whole-second timestamps."""
+def ext4_image(mount_clamfs, inode_size):
+    """A loop-mounted ext4 directory; 128-byte inodes keep whole seconds,
+    256-byte ones nanoseconds."""
     fs = LoopFs(mount_clamfs.tempdir("clamfs-racy"), 32,
-                ["mkfs.ext4", "-q", "-F", "-I", "128"])
+                ["mkfs.ext4", "-q", "-F", "-I", str(inode_size)])
     try:
         yield fs.path
     finally:
         fs.close()
+
+
+@pytest.fixture
+def coarse_backend(mount_clamfs):
+    """A directory on ext4 with whole-second timestamps."""
+    yield from ext4_image(mount_clamfs, 128)
 
 
 def stamp(path):
@@ -129,12 +135,7 @@ def test_settled_file_is_cached(mount_clamfs, clamd, coarse_backend):
 @pytest.fixture
 def fine_backend(mount_clamfs):
     """ext4 with 256-byte inodes (nanosecond stamps), a loop image."""
-    fs = LoopFs(mount_clamfs.tempdir("clamfs-fine"), 32,
-                ["mkfs.ext4", "-q", "-F", "-I", "256"])
-    try:
-        yield fs.path
-    finally:
-        fs.close()
+    yield from ext4_image(mount_clamfs, 256)
 
 
 @pytest.mark.parametrize("learn", ["yes", "no"])
