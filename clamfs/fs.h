@@ -176,10 +176,8 @@ int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e);
 /*
  * The mount-relative path of the file open at fd (no leading slash), in
  * buf; NULL when it cannot be told (outside the backend, too long).
- * With absolute, the backend path itself.
  */
-const char *fs_fd_path(struct clamfs_fs *fs, int fd, bool absolute, char *buf,
-		       size_t len);
+const char *fs_fd_path(struct clamfs_fs *fs, int fd, char *buf, size_t len);
 
 /*
  * Like fs_fd_path, but only when that path is provably the file's one and

@@ -218,7 +218,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 	const struct policy *pol = fs_policy(fs);
 	char buf[PATH_MAX], dest[PATH_MAX], qdest[PATH_MAX * 4 + 8];
 	char outcome[sizeof(qdest) + 128];
-	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
+	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
 	struct detection det = {
 		.event = event,
 		.relpath = rel,
@@ -313,7 +313,7 @@ static int act_on_limits(struct clamfs_fs *fs, struct pending *p,
 {
 	const struct policy *pol = fs_policy(fs);
 	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], qsig[CDP_TEXT_MAX + 8];
-	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
+	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
 
 	stats_inc(&fs->stats, STAT_LIMITS);
 	log_quote(path, sizeof(path), rel ? rel : "?");
@@ -339,7 +339,7 @@ static void debug_open(struct clamfs_fs *fs, int fd, const char *decision,
 
 	if (!log_wants(LOG_LEVEL_DEBUG))
 		return;
-	rel = fs_fd_path(fs, fd, false, buf, sizeof(buf));
+	rel = fs_fd_path(fs, fd, buf, sizeof(buf));
 	log_quote(path, sizeof(path), rel ? rel : "?");
 	log_debug("open path=%s decision=%s pid=%d uid=%u%s", path, decision,
 		  (int)pid, (unsigned)uid, more ? more : "");
@@ -350,7 +350,7 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 			      const struct scan_outcome *o)
 {
 	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], text[CDP_TEXT_MAX + 8];
-	const char *rel = fs_fd_path(fs, p->fd, false, buf, sizeof(buf));
+	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
 	const struct cdp_result *res = &o->res;
 	/* on_error=allow is for clamd's failures, not for a file never sent */
 	bool allow = fs_policy(fs)->on_error_allow && !o->expired_queued;

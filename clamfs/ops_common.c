@@ -243,8 +243,7 @@ int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e)
 	return 0;
 }
 
-const char *fs_fd_path(struct clamfs_fs *fs, int fd, bool absolute, char *buf,
-		       size_t len)
+const char *fs_fd_path(struct clamfs_fs *fs, int fd, char *buf, size_t len)
 {
 	char link[PROC_FD_PATH_MAX];
 	ssize_t n;
@@ -254,8 +253,6 @@ const char *fs_fd_path(struct clamfs_fs *fs, int fd, bool absolute, char *buf,
 	if (n <= 0 || (size_t)n >= len)
 		return NULL;
 	buf[n] = '\0';
-	if (absolute)
-		return buf;
 	if (strncmp(buf, fs->fd_root, fs->fd_root_len) != 0)
 		return NULL;
 	if (buf[fs->fd_root_len] == '\0')
@@ -295,7 +292,7 @@ static bool names_file(struct clamfs_fs *fs, const char *rel,
 
 const char *fs_fd_only_name(struct clamfs_fs *fs, int fd, char *buf, size_t len)
 {
-	const char *rel = fs_fd_path(fs, fd, false, buf, len);
+	const char *rel = fs_fd_path(fs, fd, buf, len);
 	struct stat st;
 
 	/*

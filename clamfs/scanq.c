@@ -54,7 +54,6 @@ struct scan_job {
 	void (*prepare)(void *arg);
 	void *prepare_arg;
 	int fd;
-	char *path;
 	uint64_t gen;
 	uint64_t deadline_us; /* its creator's; each waiter has its own */
 	uint64_t run_until;   /* the running attempt's end (0: none yet) */
@@ -366,7 +365,6 @@ static void job_free(struct scan_job *job)
 	}
 	if (job->fd >= 0)
 		close(job->fd);
-	free(job->path);
 	cdp_cancel_free(job->cancel);
 	free(job);
 }
@@ -397,8 +395,7 @@ static struct scan_job *job_new(struct scanq *q, const struct scan_request *r,
 	}
 	*err = -ENOMEM;
 	job->cancel = cdp_cancel_new();
-	job->path = r->path ? strdup(r->path) : NULL;
-	if (!job->cancel || (r->path && !job->path)) {
+	if (!job->cancel) {
 		job_free(job);
 		return NULL;
 	}
@@ -665,7 +662,6 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		.note = &note,
 		.mode = cfg.mode,
 		.fd = job->fd,
-		.path = job->path,
 		.file = &job->file,
 		.cancel = job->cancel,
 		.small = job->lane == LANE_SMALL,

@@ -86,7 +86,8 @@
 enum scan_mode {
 	SCAN_MODE_FDPASS, /* FILDES: clamd reads our fd */
 	SCAN_MODE_STREAM, /* INSTREAM: we send the content */
-	SCAN_MODE_PATH,	  /* SCAN: clamd opens the path itself */
+	/* ClamFS's "fname": sent as fdpass or stream, never a path */
+	SCAN_MODE_PATH,
 };
 
 struct scan_outcome {
@@ -148,7 +149,6 @@ struct scanq_scan {
 	struct scanq_attempt *note; /* the scanner's, across attempts */
 	enum scan_mode mode;
 	int fd;				/* a read-only reopening of the file */
-	const char *path;		/* absolute backend path or NULL */
 	const struct vcache_file *file; /* identity and stamp at submit */
 	int timeout_ms;			/* what is left of the deadline, > 0 */
 	struct cdp_cancel *cancel; /* triggered when nobody waits any more */
@@ -167,7 +167,7 @@ typedef void scanq_scan_fn(const struct scanq_scan *s, struct cdp_result *res);
  * The real scanner: asks clamd through s->pool the way s->mode says, or,
  * with s->fleet, through the backend the fleet picks (not the previous
  * attempt's for a retry); fdpass or stream as that backend was configured,
- * unless the mode is path. A first attempt while another backend is
+ * in path mode too. A first attempt while another backend is
  * healthy gets only half of what is left, so that a stalled backend
  * leaves time for the retry elsewhere. A retry that goes to the same
  * address as the failed attempt (one clamd, or a balancer) first waits
@@ -246,14 +246,13 @@ void scanq_free(struct scanq *q);
 /* What to scan. */
 struct scan_request {
 	const struct vcache_file *file; /* identity and content stamp */
-	uint64_t tag;	  /* must also match for two requests to share a scan
-			   * (the count of writes made through the mount) */
-	int fd;		  /* the file, open read-only (clamd is handed
-			   * it); scanq_submit keeps a duplicate, so the
-			   * caller may close fd once submit returns */
-	const char *path; /* absolute backend path, for SCAN_MODE_PATH */
-	uint64_t gen;	  /* vcache generation read before the scan */
-	uid_t uid;	  /* whose queue the scan waits in (the opener) */
+	uint64_t tag; /* must also match for two requests to share a scan
+		       * (the count of writes made through the mount) */
+	int fd;	      /* the file, open read-only (clamd is handed
+		       * it); scanq_submit keeps a duplicate, so the
+		       * caller may close fd once submit returns */
+	uint64_t gen; /* vcache generation read before the scan */
+	uid_t uid;    /* whose queue the scan waits in (the opener) */
 	/*
 	 * Run on the scanner thread right before the scan (e.g. to have the
 	 * kernel write back a writer's dirty pages); a request with one
