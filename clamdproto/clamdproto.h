@@ -357,8 +357,9 @@ struct cdp_fleet_pick {
 	struct cdp_pool *pool;
 	bool fildes;	     /* as configured for it */
 	size_t alternatives; /* healthy backends other than this one */
-	int64_t started_ms;  /* for the latency, and to ignore outcomes
-			      * begun before the backend's last failure */
+	int64_t started_ms;  /* to ignore outcomes begun before the
+			      * backend's last failure */
+	int64_t started_us;  /* for the latency */
 };
 
 /*
@@ -421,6 +422,10 @@ struct cdp_backend_stats {
 	uint64_t last_ms;   /* latency of the last scan not cancelled */
 	uint64_t avg_ms;    /* mean latency of scans not cancelled */
 	uint64_t max_ms;    /* highest latency */
+	/* scans not cancelled and the sum of their latencies: counters a
+	 * monitor can aggregate over backends and time, unlike a mean */
+	uint64_t timed;
+	uint64_t total_us;
 };
 
 /* Fills @st for backend @i; -ERANGE when there is none. */

@@ -23,6 +23,14 @@ int64_t cdp_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t cdp_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int64_t cdp_deadline(int timeout_ms)
 {
 	return cdp_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);

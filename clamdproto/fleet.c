@@ -32,7 +32,7 @@ struct backend {
 	unsigned said_threads; /* the limit last logged, 0: none */
 	bool said_no_stats;    /* a failed STATS was logged */
 	uint64_t scans, errors, ejections;
-	uint64_t timed, total_ms, last_ms, max_ms;
+	uint64_t timed, total_us, last_ms, max_ms;
 };
 
 struct cdp_fleet {
@@ -367,6 +367,7 @@ static void take(struct cdp_fleet *f, int i, struct cdp_fleet_pick *pick)
 	pick->alternatives = cdp_fsel_healthy(f->sel, f->n, i);
 	/* under the lock: ordered against the failures release() records */
 	pick->started_ms = cdp_now_ms();
+	pick->started_us = cdp_now_us();
 }
 
 void cdp_fleet_acquire(struct cdp_fleet *f, int exclude,
@@ -568,6 +569,7 @@ void cdp_fleet_restart(struct cdp_fleet *f, struct cdp_fleet_pick *pick)
 {
 	pthread_mutex_lock(&f->lock);
 	pick->started_ms = cdp_now_ms();
+	pick->started_us = cdp_now_us();
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -576,12 +578,13 @@ void cdp_fleet_release(struct cdp_fleet *f, const struct cdp_fleet_pick *pick,
 {
 	struct backend *b = &f->b[pick->index];
 	enum cdp_fsel_change change;
-	uint64_t ms;
+	uint64_t ms, us;
 	int64_t now;
 
 	pthread_mutex_lock(&f->lock);
 	now = cdp_now_ms();
-	ms = (uint64_t)(now - pick->started_ms);
+	us = (uint64_t)(cdp_now_us() - pick->started_us);
+	ms = us / 1000;
 	f->sel[pick->index].inflight--;
 	pthread_cond_broadcast(&f->slot);
 	b->scans++;
@@ -589,7 +592,7 @@ void cdp_fleet_release(struct cdp_fleet *f, const struct cdp_fleet_pick *pick,
 		b->errors++;
 	if (res->cat != CDP_ERR_CANCELLED) {
 		b->timed++;
-		b->total_ms += ms;
+		b->total_us += us;
 		b->last_ms = ms;
 		if (ms > b->max_ms)
 			b->max_ms = ms;
@@ -639,8 +642,10 @@ int cdp_fleet_backend_stats(struct cdp_fleet *f, size_t i,
 		.errors = b->errors,
 		.ejections = b->ejections,
 		.last_ms = b->last_ms,
-		.avg_ms = b->timed ? b->total_ms / b->timed : 0,
+		.avg_ms = b->timed ? b->total_us / b->timed / 1000 : 0,
 		.max_ms = b->max_ms,
+		.timed = b->timed,
+		.total_us = b->total_us,
 	};
 	pthread_mutex_unlock(&f->lock);
 	return 0;

@@ -121,6 +121,7 @@ int cdp_tls_has_input(SSL *ssl);
 /* ------------------------------------------------------------- conn.c */
 
 int64_t cdp_now_ms(void);
+int64_t cdp_now_us(void);
 int64_t cdp_deadline(int timeout_ms);
 
 struct cdp_conn {

@@ -160,6 +160,8 @@ static void reply_stats(fuse_req_t req, size_t size)
 	x.inodes = itab_count(fs->itab);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	x.uptime_seconds = (long long)(now.tv_sec - fs->started.tv_sec);
+	x.start_time_seconds = (long long)fs->started_wall;
+	x.libfuse_version = fuse_pkgversion();
 	cap = stats_render(&fs->stats, &x, NULL, 0) + 256;
 	buf = malloc(cap);
 	if (!buf) {

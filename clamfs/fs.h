@@ -51,6 +51,7 @@ struct clamfs_fs {
 	struct dbwatch *dbwatch;
 	struct stats stats;
 	struct timespec started; /* CLOCK_MONOTONIC */
+	time_t started_wall;	 /* the same instant, since the epoch */
 	struct runtime *rt;	 /* the configurations in force (runtime.c) */
 };
 

@@ -447,6 +447,7 @@ int main(int argc, char *argv[])
 	fs.default_permissions = opts.default_permissions;
 	fs.passthrough_wanted = opts.passthrough;
 	clock_gettime(CLOCK_MONOTONIC, &fs.started);
+	fs.started_wall = time(NULL);
 	fs.backend_path = backend;
 	fs.fd_root = fd_root ? fd_root : backend;
 	fs.fd_root_len = strlen(fs.fd_root);

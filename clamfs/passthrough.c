@@ -58,19 +58,31 @@ static bool backend_stacked(struct clamfs_fs *fs)
 	       sf.f_type == OVERLAYFS_SUPER_MAGIC;
 }
 
+#define PT_OFF(name, word, why)                                                \
+	static const struct stats_passthrough name = {                         \
+		.on = false, .reason = word, .text = "off (" why ")"}
+
+static const struct stats_passthrough pt_on = {
+	.on = true, .reason = "none", .text = "on"};
+PT_OFF(pt_option, "option", "passthrough=off");
+PT_OFF(pt_libfuse, "libfuse", "built with libfuse < 3.17");
+PT_OFF(pt_not_root, "not-root", "no CAP_SYS_ADMIN: not run as root");
+PT_OFF(pt_overlayfs, "overlayfs", "the backend is on overlayfs");
+PT_OFF(pt_kernel, "kernel", "the kernel does not offer it");
+
 void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn)
 {
-	const char *state;
+	const struct stats_passthrough *state;
 
 	fs->passthrough = false;
 	if (!fs->passthrough_wanted) {
-		state = "off (passthrough=off)";
+		state = &pt_option;
 	} else if (!passthrough_compiled()) {
-		state = "off (built with libfuse < 3.17)";
+		state = &pt_libfuse;
 	} else if (!may_register()) {
-		state = "off (no CAP_SYS_ADMIN: not run as root)";
+		state = &pt_not_root;
 	} else if (backend_stacked(fs)) {
-		state = "off (the backend is on overlayfs)";
+		state = &pt_overlayfs;
 	} else {
 #ifdef CLAMFS_HAVE_PASSTHROUGH
 		if (conn->capable & FUSE_CAP_PASSTHROUGH) {
@@ -93,12 +105,11 @@ void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn)
 				FUSE_CAP_HANDLE_KILLPRIV_V2 & conn->capable;
 #endif
 #endif
-		state = fs->passthrough ? "on"
-					: "off (the kernel does not offer it)";
+		state = fs->passthrough ? &pt_on : &pt_kernel;
 	}
 	(void)conn;
 	stats_set_passthrough(&fs->stats, state);
-	log_info("passthrough %s", state);
+	log_info("passthrough %s", state->text);
 }
 
 #ifdef CLAMFS_HAVE_PASSTHROUGH

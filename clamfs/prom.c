@@ -50,6 +50,13 @@
 #define H_ERRORS   "Failed scans by error category."
 #define H_SCAN	   "Time clamd took per scan, a retry included."
 #define H_CLAMD	   "The clamd engine and signature database date in use."
+#define H_PASSTHROUGH                                                          \
+	"Whether opens use kernel passthrough (state on or off) and why not "  \
+	"(reason: none, option, libfuse, not-root, overlayfs, kernel)."
+#define H_BACKEND_SCAN                                                         \
+	"Time the backend took per scan attempt not cancelled, a retry "       \
+	"counted apart."
+#define H_BUILD "The clamfs version serving the mount, and its libfuse."
 
 static const struct prom_row table[] = {
 	/* stats.c: the scan gate */
@@ -116,10 +123,12 @@ static const struct prom_row table[] = {
 	   "cancelled"),
 	BY("errors_local", "clamfs_scan_errors_total", H_ERRORS, "category",
 	   "local"),
-	INFO("passthrough", "clamfs_passthrough_info",
-	     "Whether opens use kernel passthrough: state is on, or off with "
-	     "the reason.",
+	/* free text for people; the info series carries it as two words */
+	HUMAN("passthrough"),
+	INFO("passthrough_state", "clamfs_passthrough_info", H_PASSTHROUGH,
 	     "state"),
+	INFO("passthrough_reason", "clamfs_passthrough_info", H_PASSTHROUGH,
+	     "reason"),
 	/* stats.c: the scan duration histogram, cumulative */
 	{.key = "scan_duration_le_*",
 	 .family = "clamfs_scan_duration_seconds",
@@ -171,8 +180,12 @@ static const struct prom_row table[] = {
 		"for verdicts, joined ones included."),
 	GAUGE("inodes", "clamfs_inodes",
 	      "Files and directories the daemon holds a descriptor of."),
-	GAUGE("uptime_seconds", "clamfs_uptime_seconds",
-	      "Seconds since the mount started."),
+	/* for people; monitors take the start time (time() - it) */
+	HUMAN("uptime_seconds"),
+	GAUGE("start_time_seconds", "clamfs_start_time_seconds",
+	      "Start time of the mount since the Unix epoch in seconds."),
+	INFO("version", "clamfs_build_info", H_BUILD, "version"),
+	INFO("libfuse_version", "clamfs_build_info", H_BUILD, "libfuse"),
 	/* dbwatch.c: clamd */
 	GAUGE("clamd_up", "clamfs_clamd_up",
 	      "Whether clamd answered the last version check."),
@@ -211,20 +224,29 @@ static const struct prom_row table[] = {
 	PER_BACKEND("backend_*_ejections", "clamfs_backend_ejections_total",
 		    PROM_COUNTER,
 		    "Times the backend was ejected from the fleet.", 0),
-	/* in ms: 3 decimals make seconds */
-	PER_BACKEND(
-		"backend_*_latency_last_ms", "clamfs_backend_last_scan_seconds",
-		PROM_GAUGE,
-		"Duration of the backend's last scan attempt not cancelled.",
-		3),
-	PER_BACKEND("backend_*_latency_avg_ms",
-		    "clamfs_backend_mean_scan_seconds", PROM_GAUGE,
-		    "Mean duration of the backend's scan attempts not "
-		    "cancelled.",
-		    3),
-	PER_BACKEND("backend_*_latency_max_ms",
-		    "clamfs_backend_max_scan_seconds", PROM_GAUGE,
-		    "Longest of the backend's scan attempts.", 3),
+	{.key = "backend_*_scan_time_sum_us",
+	 .family = "clamfs_backend_scan_duration_seconds",
+	 .type = PROM_SUMMARY,
+	 .help = H_BACKEND_SCAN,
+	 .suffix = "_sum",
+	 .label = "backend",
+	 .label_key = "backend_*_addr",
+	 .decimals = 6},
+	{.key = "backend_*_scan_time_count",
+	 .family = "clamfs_backend_scan_duration_seconds",
+	 .type = PROM_SUMMARY,
+	 .help = H_BACKEND_SCAN,
+	 .suffix = "_count",
+	 .label = "backend",
+	 .label_key = "backend_*_addr"},
+	/*
+	 * For people: a mean, a last and a maximum cannot be added up over
+	 * backends or mounts; the summary above can (rate(_sum) /
+	 * rate(_count)).
+	 */
+	HUMAN("backend_*_latency_last_ms"),
+	HUMAN("backend_*_latency_avg_ms"),
+	HUMAN("backend_*_latency_max_ms"),
 };
 
 #define NROWS (sizeof(table) / sizeof(table[0]))
@@ -498,6 +520,8 @@ static const char *type_name(enum prom_type t)
 		return "counter";
 	case PROM_HISTOGRAM:
 		return "histogram";
+	case PROM_SUMMARY:
+		return "summary";
 	default:
 		return "gauge"; /* an info metric is a gauge in 0.0.4 */
 	}

@@ -16,6 +16,7 @@ enum prom_type {
 	PROM_COUNTER, /* the family name ends in _total */
 	PROM_GAUGE,
 	PROM_HISTOGRAM, /* rows with suffix _bucket (label le), _sum, _count */
+	PROM_SUMMARY,	/* rows with suffix _sum and _count, no quantiles */
 	PROM_INFO,	/* a gauge of value 1; the stats value is a label */
 };
 

@@ -48,7 +48,8 @@ void stats_error(struct stats *s, enum cdp_errcat cat)
 					  memory_order_relaxed);
 }
 
-void stats_set_passthrough(struct stats *s, const char *state)
+void stats_set_passthrough(struct stats *s,
+			   const struct stats_passthrough *state)
 {
 	atomic_store(&s->passthrough, state);
 }
@@ -172,11 +173,29 @@ static size_t render_backends(const struct stats_sample *x, char *buf,
 			   "\nbackend_%zu_ejections=%" PRIu64
 			   "\nbackend_%zu_latency_last_ms=%" PRIu64
 			   "\nbackend_%zu_latency_avg_ms=%" PRIu64
-			   "\nbackend_%zu_latency_max_ms=%" PRIu64 "\n",
+			   "\nbackend_%zu_latency_max_ms=%" PRIu64
+			   "\nbackend_%zu_scan_time_sum_us=%" PRIu64
+			   "\nbackend_%zu_scan_time_count=%" PRIu64 "\n",
 			   i, b->scans, i, b->errors, i, b->ejections, i,
-			   b->last_ms, i, b->avg_ms, i, b->max_ms);
+			   b->last_ms, i, b->avg_ms, i, b->max_ms, i,
+			   b->total_us, i, b->timed);
 	}
 	return used;
+}
+
+static size_t render_passthrough(const struct stats_passthrough *p, char *buf,
+				 size_t len, size_t used)
+{
+	/* not negotiated yet: no INIT came */
+	static const struct stats_passthrough unknown = {
+		.reason = "unknown", .text = "off (not negotiated yet)"};
+
+	if (!p)
+		p = &unknown;
+	return put(buf, len, used,
+		   "passthrough=%s\npassthrough_state=%s\n"
+		   "passthrough_reason=%s\n",
+		   p->text, p->on ? "on" : "off", p->reason);
 }
 
 static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
@@ -197,8 +216,14 @@ static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
 		   "\nscans_rejected_waiters=%" PRIu64 "\n",
 		   qc->scans, qc->joined, qc->retries, qc->cancelled,
 		   qc->queued, qc->expired, qc->rejected, qc->rejected_waiters);
-	used = put(buf, len, used, "inodes=%zu\nuptime_seconds=%lld\n",
-		   x->inodes, x->uptime_seconds);
+	used = put(buf, len, used,
+		   "inodes=%zu\nuptime_seconds=%lld\nstart_time_seconds=%lld\n"
+		   "version=%s\n",
+		   x->inodes, x->uptime_seconds, x->start_time_seconds,
+		   CLAMFS_VERSION);
+	if (x->libfuse_version)
+		used = put(buf, len, used, "libfuse_version=%s\n",
+			   x->libfuse_version);
 	if (x->clamd)
 		used = put(buf, len, used, "%s", x->clamd);
 	if (x->backends)
@@ -220,9 +245,7 @@ size_t stats_render(struct stats *s, const struct stats_sample *x, char *buf,
 		used = put(buf, len, used, "errors_%s=%llu\n",
 			   cdp_errcat_name(cat),
 			   (unsigned long long)atomic_load(&s->errors[cat]));
-	used = put(buf, len, used, "passthrough=%s\n",
-		   atomic_load(&s->passthrough) ? atomic_load(&s->passthrough)
-						: "off");
+	used = render_passthrough(atomic_load(&s->passthrough), buf, len, used);
 	scan_snapshot(s, cum);
 	for (int i = 0; i < STATS_SCAN_BUCKETS; i++) {
 		seconds(le, sizeof(le), scan_bounds_us[i]);

@@ -50,13 +50,22 @@ enum stat_counter {
  */
 #define STATS_SCAN_BUCKETS 17
 
+/* Whether opens use kernel passthrough, and why not. */
+struct stats_passthrough {
+	bool on;
+	/* when off, one word for monitors ("option", "libfuse", "not-root",
+	 * "overlayfs", "kernel"); "none" when on */
+	const char *reason;
+	const char *text; /* for people: "on", or "off (why)" */
+};
+
 struct stats {
 	atomic_uint_fast64_t c[STAT_COUNT];
 	/* scans by duration: [i] those up to bound i, [last] the longer */
 	atomic_uint_fast64_t scan_le[STATS_SCAN_BUCKETS + 1];
 	atomic_uint_fast64_t scan_sum_us;
 	atomic_uint_fast64_t errors[CDP_ERR_LOCAL + 1]; /* by category */
-	const char *_Atomic passthrough; /* "on", or "off (why)" */
+	const struct stats_passthrough *_Atomic passthrough;
 };
 
 static inline void stats_inc(struct stats *s, enum stat_counter c)
@@ -71,8 +80,9 @@ static inline uint64_t stats_get(struct stats *s, enum stat_counter c)
 
 void stats_error(struct stats *s, enum cdp_errcat cat);
 
-/* Whether opens use kernel passthrough; state must be a static string. */
-void stats_set_passthrough(struct stats *s, const char *state);
+/* Whether opens use kernel passthrough; state must be static. */
+void stats_set_passthrough(struct stats *s,
+			   const struct stats_passthrough *state);
 
 /* One scan clamd was asked to do took usec microseconds. */
 void stats_observe_scan(struct stats *s, uint64_t usec);
@@ -96,7 +106,9 @@ struct stats_sample {
 	struct scanq_counters qc;
 	size_t inodes;
 	long long uptime_seconds;
-	const char *clamd; /* dbwatch_describe()'s lines, or NULL */
+	long long start_time_seconds; /* since the epoch, as at the start */
+	const char *libfuse_version;  /* the library's at run time, or NULL */
+	const char *clamd;	      /* dbwatch_describe()'s lines, or NULL */
 	/* each clamd backend of the fleet in force, in configured order */
 	const struct cdp_backend_stats *backends;
 	size_t nbackends;

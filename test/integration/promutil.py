@@ -82,8 +82,8 @@ def parse_exposition(text):
         assert m, f"not a sample: {line!r}"
         name, labels_s, value = m.groups()
         assert cur and cur.type, f"sample before HELP/TYPE: {line}"
-        suffixes = ("_bucket", "_sum", "_count") \
-            if cur.type == "histogram" else ("",)
+        suffixes = {"histogram": ("_bucket", "_sum", "_count"),
+                    "summary": ("_sum", "_count")}.get(cur.type, ("",))
         assert any(name == cur.name + s for s in suffixes), \
             f"{name} outside its family {cur.name}"
         pairs = LABEL.findall(labels_s)

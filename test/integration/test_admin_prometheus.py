@@ -23,6 +23,7 @@ import shlex
 import stat
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -87,7 +88,13 @@ def test_promtool_passes_after_scan_detection_and_error(mount_clamfs, clamd,
     assert decided.value(decision="allowed") == 0
     assert fams["clamfs_clamd_up"].value() == 1
     assert fams["clamfs_clamd_info"].samples[0][1]["engine"] == "1.4.6"
-    assert fams["clamfs_uptime_seconds"].type == "gauge"
+    # a timestamp, not an uptime that changes at every scrape
+    assert "clamfs_uptime_seconds" not in fams
+    start = fams["clamfs_start_time_seconds"]
+    assert start.type == "gauge"
+    assert abs(start.value() - time.time()) < 600, start.value()
+    build = fams["clamfs_build_info"].samples[0][1]
+    assert build["version"] and build["libfuse"].startswith("3."), build
     assert fams["clamfs_cache_entries"].type == "gauge"
 
 

@@ -8,6 +8,7 @@
 # that is not a clamfs mount, a missing argument, and a user who is not
 # root get exit status 5 (2 for usage) and one line.
 import os
+import time
 
 from clamfstest.stats import parse_stats
 from clamfstest.env import SLOW
@@ -102,7 +103,7 @@ def test_stats_prometheus(mount_clamfs, clamd):
     for name in ("clamfs_opens_checked_total", "clamfs_scans_total",
                  "clamfs_infected_total", "clamfs_cache_hits_total"):
         assert fams[name].type == "counter", name
-    for name in ("clamfs_cache_entries", "clamfs_uptime_seconds",
+    for name in ("clamfs_cache_entries", "clamfs_start_time_seconds",
                  "clamfs_clamd_up", "clamfs_inodes"):
         assert fams[name].type == "gauge", name
     assert fams["clamfs_scan_duration_seconds"].type == "histogram"
@@ -112,8 +113,12 @@ def test_stats_prometheus(mount_clamfs, clamd):
     # every numeric key of the plain text is one series, save the human
     # quantiles: a key prom.c's table lacks would be missing here
     plain = parse_plain(run_stats(m.mnt).stdout)
+    # uptime_seconds is for people too: the series is the start time
     numeric = [k for k, v in plain.items() if isinstance(v, int)
-               and not k.startswith("scan_latency_p")]
+               and not k.startswith("scan_latency_p")
+               and k != "uptime_seconds"]
+    assert abs(plain["start_time_seconds"] + plain["uptime_seconds"]
+               - time.time()) < 5, plain
     series = sum(len(f.samples) for f in fams.values()
                  if not f.name.endswith("_info"))
     assert series == len(numeric), (len(numeric), series)

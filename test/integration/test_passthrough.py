@@ -55,8 +55,15 @@ def test_state_reported(mount_clamfs, clamd):
         assert s["passthrough"] == "off (the kernel does not offer it)"
     assert re.search(r"passthrough (on|off)", m.stderr_text()), \
         "the choice is logged at mount"
+    # and in two words for monitors
+    assert (s["passthrough_state"], s["passthrough_reason"]) == (
+        ("on", "none") if EXPECTED else
+        ("off", "kernel" if HAVE_LIBFUSE else "libfuse"))
     off = mount_scan(mount_clamfs, clamd, "passthrough=off")
-    assert stats(off.mnt)["passthrough"] == "off (passthrough=off)"
+    s = stats(off.mnt)
+    assert s["passthrough"] == "off (passthrough=off)"
+    assert (s["passthrough_state"], s["passthrough_reason"]) == (
+        "off", "option")
 
 
 def test_bad_option_value(mount_clamfs, clamd):

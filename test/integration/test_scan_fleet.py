@@ -162,6 +162,11 @@ def test_per_backend_stats_and_prometheus(mount_clamfs, clamd_factory):
             == before[i] + st[f"backend_{i}_scans"]
         assert st[f"backend_{i}_latency_max_ms"] >= \
             st[f"backend_{i}_latency_avg_ms"]
+        # nothing cancelled: every attempt timed, the mean from the sum
+        n = st[f"backend_{i}_scan_time_count"]
+        assert n == st[f"backend_{i}_scans"], st
+        assert st[f"backend_{i}_latency_avg_ms"] == \
+            st[f"backend_{i}_scan_time_sum_us"] // n // 1000, st
     assert sum(_backend_scans(st)) == st["scans"] + st["scan_retries"]
     assert st["scans"] == len(names)
 
@@ -191,8 +196,16 @@ def test_per_backend_stats_and_prometheus(mount_clamfs, clamd_factory):
     assert fams["clamfs_backend_ejections_total"].value(
         backend=cs[1].tcp_addr) >= 1
     assert fams["clamfs_backends"].value() == 2
-    assert fams["clamfs_backend_mean_scan_seconds"].value(
-        backend=cs[0].tcp_addr) == st["backend_0_latency_avg_ms"] / 1000
+    # sums and counts, which add up over backends; no means
+    took = fams["clamfs_backend_scan_duration_seconds"]
+    assert took.type == "summary"
+    for i, c in enumerate(cs):
+        assert took.value("_count", backend=c.tcp_addr) == \
+            st[f"backend_{i}_scan_time_count"], took.samples
+        assert took.value("_sum", backend=c.tcp_addr) == \
+            st[f"backend_{i}_scan_time_sum_us"] / 1e6, took.samples
+    assert st["backend_0_scan_time_count"] > 0
+    assert "clamfs_backend_mean_scan_seconds" not in fams
 
 
 def test_db_update_behind_a_dead_first_backend(mount_clamfs, tmp_path):

@@ -5,6 +5,8 @@
  * table keeps the naming rules, one exposition of two mounts has each
  * family once with a series per mount, labels are escaped, the histogram
  * is cumulative in seconds, and what the table does not know is left out.
+ * Every series can be aggregated: no free text in a label, a start time
+ * instead of an uptime, per-backend sums and counts instead of means.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,7 +38,9 @@ static const struct cdp_backend_stats two_backends[] = {
 	 .errors = 1,
 	 .last_ms = 3,
 	 .avg_ms = 12,
-	 .max_ms = 1500},
+	 .max_ms = 1500,
+	 .timed = 39,
+	 .total_us = 468250},
 	/* a UNIX socket path may hold what a label value must escape */
 	{.addr = "/run/cl\"am\\d\n.sock",
 	 .weight = 1,
@@ -118,7 +122,11 @@ static void every_emitted_key_has_a_row(void **state)
 		.clamd = CLAMD_LINES, .backends = two_backends, .nbackends = 2};
 
 	stats_observe_scan(&s, 1200);
-	stats_set_passthrough(&s, "off (no kernel support)");
+	static const struct stats_passthrough off = {
+		.reason = "kernel", .text = "off (no kernel support)"};
+
+	x.libfuse_version = "3.14.0";
+	stats_set_passthrough(&s, &off);
 	text = render_with(&s, &x);
 	for (line = strtok_r(text, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
@@ -167,7 +175,9 @@ static void backends_labelled_by_address(void **state)
 				     "backend_0_ejections=0\n"
 				     "backend_0_latency_last_ms=3\n"
 				     "backend_0_latency_avg_ms=12\n"
-				     "backend_0_latency_max_ms=1500\n"));
+				     "backend_0_latency_max_ms=1500\n"
+				     "backend_0_scan_time_sum_us=468250\n"
+				     "backend_0_scan_time_count=39\n"));
 	assert_non_null(strstr(text, "\nbackend_1_addr=/run/cl\"am\\\\d\\n"
 				     ".sock\nbackend_1_state=ejected\n"));
 	m = (struct prom_mount){"/m", text};
@@ -188,9 +198,19 @@ static void backends_labelled_by_address(void **state)
 				    " 4\n"));
 	assert_non_null(strstr(out, "\nclamfs_backend_ejections_total{"
 				    "mountpoint=\"/m\",backend=\"/run/cl"));
-	assert_non_null(strstr(out, "\nclamfs_backend_max_scan_seconds{"
-				    "mountpoint=\"/m\",backend=\"tcp://"
-				    "127.0.0.1:3310\"} 1.500\n"));
+	/* a summary without quantiles: what adds up over backends */
+	assert_non_null(strstr(out, "# TYPE clamfs_backend_scan_duration_"
+				    "seconds summary\n"));
+	assert_non_null(strstr(out, "\nclamfs_backend_scan_duration_seconds"
+				    "_sum{mountpoint=\"/m\",backend=\"tcp://"
+				    "127.0.0.1:3310\"} 0.468250\n"));
+	assert_non_null(strstr(out, "\nclamfs_backend_scan_duration_seconds"
+				    "_count{mountpoint=\"/m\",backend=\"tcp://"
+				    "127.0.0.1:3310\"} 39\n"));
+	/* means, maxima and last values are for people only */
+	assert_null(strstr(out, "clamfs_backend_mean"));
+	assert_null(strstr(out, "clamfs_backend_max_scan"));
+	assert_null(strstr(out, "clamfs_backend_last_scan"));
 	assert_non_null(
 		strstr(out, "\nclamfs_backends{mountpoint=\"/m\"} 2\n"));
 	/* the address and state lines are labels, no series */
@@ -233,7 +253,7 @@ static void table_follows_the_naming_rules(void **state)
 			fail_msg("%s: _total iff counter", r->family);
 		if (r->type == PROM_INFO)
 			assert_true(ends_with(r->family, "_info") && r->label);
-		if (r->type == PROM_HISTOGRAM)
+		if (r->type == PROM_HISTOGRAM || r->type == PROM_SUMMARY)
 			assert_non_null(r->suffix);
 		else
 			assert_null(r->suffix);
@@ -305,6 +325,56 @@ static void two_mounts_one_exposition(void **state)
 	free(out);
 	free(ta);
 	free(tb);
+}
+
+/*
+ * What changes only with the daemon is said once, as labels of fixed
+ * words or a timestamp, so a query can join on it and an alert can
+ * compare it: the passthrough state and its reason (the sentence stays
+ * for people), the start time (no uptime series that changes every
+ * scrape), the versions.
+ */
+static void info_and_start_time_are_stable_series(void **state)
+{
+	static struct stats s;
+	static const struct stats_passthrough off = {
+		.reason = "not-root",
+		.text = "off (no CAP_SYS_ADMIN: not run as root)"};
+	struct stats_sample x = {.uptime_seconds = 42,
+				 .start_time_seconds = 1796380000,
+				 .libfuse_version = "3.14.0"};
+	struct prom_mount m;
+	char *text, *out;
+
+	stats_set_passthrough(&s, &off);
+	text = render_with(&s, &x);
+	assert_non_null(strstr(text, "\npassthrough=off (no CAP_SYS_ADMIN: "
+				     "not run as root)\npassthrough_state=off"
+				     "\npassthrough_reason=not-root\n"));
+	assert_non_null(strstr(text, "\nstart_time_seconds=1796380000\n"));
+	m = (struct prom_mount){"/m", text};
+	out = render_prom(&m, 1);
+	assert_non_null(strstr(out, "\nclamfs_passthrough_info{mountpoint="
+				    "\"/m\",state=\"off\",reason=\"not-root\"}"
+				    " 1\n"));
+	assert_null(strstr(out, "CAP_SYS_ADMIN"));
+	assert_non_null(strstr(out, "\nclamfs_start_time_seconds{mountpoint="
+				    "\"/m\"} 1796380000\n"));
+	assert_null(strstr(out, "uptime"));
+	assert_non_null(strstr(out, "\nclamfs_build_info{mountpoint=\"/m\","
+				    "version=\"" CLAMFS_VERSION "\",libfuse="
+				    "\"3.14.0\"} 1\n"));
+	free(out);
+	free(text);
+
+	/* before the kernel's INIT: off, and nobody can tell why yet */
+	static struct stats fresh;
+	text = render_with(&fresh, &x);
+	m = (struct prom_mount){"/m", text};
+	out = render_prom(&m, 1);
+	assert_non_null(strstr(out, "state=\"off\",reason=\"unknown\"} 1\n"));
+	free(out);
+	free(text);
 }
 
 static void unknown_keys_are_left_out(void **state)
@@ -379,6 +449,7 @@ int main(void)
 		cmocka_unit_test(unknown_keys_are_left_out),
 		cmocka_unit_test(histogram_is_cumulative_in_seconds),
 		cmocka_unit_test(backends_labelled_by_address),
+		cmocka_unit_test(info_and_start_time_are_stable_series),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
