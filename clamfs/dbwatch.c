@@ -70,18 +70,22 @@ static void report_change(struct dbwatch *w, bool up,
 			  const struct cdp_version *ver,
 			  const struct cdp_result *res)
 {
+	struct outage *o = w->src.outage;
+
 	if (w->checked && up == w->up)
 		return;
-	if (!up)
-		log_err("clamd %s: %s: every open that needs a scan is refused "
-			"(or served unscanned where on_error=allow) until it "
-			"answers",
-			w->checked ? "stopped answering" : "is not answering",
-			res->text[0] ? res->text : cdp_errcat_name(res->cat));
-	else if (w->checked)
-		log_warn("clamd answers again (ClamAV %s, database version "
-			 "%lu): scanning resumes",
-			 ver->engine, ver->db_version);
+	if (!up && (!o || outage_begin(o)))
+		log_event(LOG_LEVEL_ERR, LOG_ID_CLAMD_DOWN, NULL, 0, NULL,
+			  "clamd %s: %s: every open that needs a scan is "
+			  "refused (or served unscanned where on_error=allow) "
+			  "until it answers",
+			  w->checked ? "stopped answering" : "is not answering",
+			  res->text[0] ? res->text : cdp_errcat_name(res->cat));
+	else if (up && (o ? outage_end(o) : w->checked))
+		log_event(LOG_LEVEL_NOTICE, LOG_ID_CLAMD_UP, NULL, 0, NULL,
+			  "clamd answers again (ClamAV %s, database version "
+			  "%lu): scanning resumes",
+			  ver->engine, ver->db_version);
 }
 
 static void forget_all(struct seen *seen, size_t n)

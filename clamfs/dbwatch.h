@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "clamdproto.h"
+#include "outage.h"
 #include "stats.h"
 
 struct dbwatch;
@@ -28,6 +29,11 @@ struct dbwatch_source {
 	void (*unpin)(void *arg, void *pin);
 	/* The database changed: drop every verdict in the cache in force. */
 	void (*drop_verdicts)(void *arg);
+	/*
+	 * Optional: the outage the scan gate shares; a change of clamd's
+	 * state is then logged only where it begins or ends one.
+	 */
+	struct outage *outage;
 };
 
 /*

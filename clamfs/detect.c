@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "log.h"
 
 struct detect {
@@ -182,10 +183,35 @@ static void run_hook(struct detect *d, const struct detection *det,
 	pthread_attr_destroy(&attr);
 }
 
+/*
+ * What clamd, clamdscan and clamonacc print, so rules written for them
+ * match: "PATH: SIGNATURE FOUND", the path as seen through the mount,
+ * escaped (never quoted: their PATH is not) so a name cannot end the line.
+ */
+static void found_form(char *buf, size_t len, const char *mountpoint,
+		       const struct detection *det)
+{
+	FILE *f = fmemopen(buf, len, "w");
+
+	if (!f) {
+		snprintf(buf, len, "? FOUND");
+		return;
+	}
+	/* leave room for ": ", " FOUND" and the NUL */
+	escape_put(f, mountpoint, len / 2, 0, NULL);
+	fputc('/', f);
+	escape_put(f, det->relpath ? det->relpath : "?", len / 4, 0, NULL);
+	fputs(": ", f);
+	escape_put(f, det->signature, len / 8, 0, NULL);
+	fputs(" FOUND", f);
+	fclose(f);
+}
+
 void detect_report(struct detect *d, const struct detection *det)
 {
 	char path[PATH_MAX * 4 + 8], sig[512], proc[64], qproc[160], user[64],
-		quser[160];
+		quser[160], found[PATH_MAX * 6], uid[16], pid[16],
+		*file_path = NULL;
 
 	process_name(det->pid, proc, sizeof(proc));
 	user_name(det->uid, user, sizeof(user));
@@ -193,11 +219,32 @@ void detect_report(struct detect *d, const struct detection *det)
 	log_quote(path, sizeof(path), det->relpath ? det->relpath : "?");
 	log_quote(sig, sizeof(sig), det->signature);
 	log_quote(qproc, sizeof(qproc), proc);
-	log_warn("infected path=%s signature=%s action=%s%s%s event=%s "
-		 "pid=%d process=%s uid=%u user=%s cached=%s",
-		 path, sig, det->action, det->outcome ? " " : "",
-		 det->outcome ? det->outcome : "", det->event, (int)det->pid,
-		 qproc, (unsigned)det->uid, quser, det->cached ? "yes" : "no");
+	found_form(found, sizeof(found), d->mountpoint, det);
+	snprintf(uid, sizeof(uid), "%u", (unsigned)det->uid);
+	snprintf(pid, sizeof(pid), "%d", (int)det->pid);
+	if (det->relpath &&
+	    asprintf(&file_path, "%s/%s", d->mountpoint, det->relpath) < 0)
+		file_path = NULL;
+	/* the journal's fields hold the bytes as they are, unescaped */
+	const struct log_field fields[] = {
+		{"SIGNATURE", det->signature},
+		{"FILE_PATH", file_path},
+		{"CLAMFS_ACTION", det->action},
+		{"CLAMFS_EVENT", det->event},
+		{"CLAMFS_CACHED", det->cached ? "yes" : "no"},
+		{"USER_ID", uid},
+		{"USER_NAME", user},
+		{"PROCESS_ID", det->pid ? pid : NULL},
+		{"PROCESS_NAME", det->pid ? proc : NULL},
+	};
+	log_event(LOG_LEVEL_WARN, LOG_ID_INFECTED, fields,
+		  sizeof(fields) / sizeof(fields[0]), found,
+		  "infected path=%s signature=%s action=%s%s%s event=%s "
+		  "pid=%d process=%s uid=%u user=%s cached=%s",
+		  path, sig, det->action, det->outcome ? " " : "",
+		  det->outcome ? det->outcome : "", det->event, (int)det->pid,
+		  qproc, (unsigned)det->uid, quser, det->cached ? "yes" : "no");
+	free(file_path);
 	stats_inc(d->stats, STAT_INFECTED);
 	if (d->hook)
 		run_hook(d, det, proc);

@@ -15,6 +15,7 @@
 #include "dbwatch.h"
 #include "detect.h"
 #include "inode.h"
+#include "outage.h"
 #include "policy.h"
 #include "scanq.h"
 #include "stats.h"
@@ -50,9 +51,10 @@ struct clamfs_fs {
 	struct detect *detect;
 	struct dbwatch *dbwatch;
 	struct stats stats;
-	struct timespec started; /* CLOCK_MONOTONIC */
-	time_t started_wall;	 /* the same instant, since the epoch */
-	struct runtime *rt;	 /* the configurations in force (runtime.c) */
+	struct timespec started;    /* CLOCK_MONOTONIC */
+	time_t started_wall;	    /* the same instant, since the epoch */
+	struct outage clamd_outage; /* told once each, fs.h's readers */
+	struct runtime *rt; /* the configurations in force (runtime.c) */
 };
 
 /*

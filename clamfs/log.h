@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Logging for the clamfs daemon: to stderr while in the foreground (with
- * syslog priorities when stderr is journald's stream), to syslog (ident
- * "clamfs", facility daemon) once daemonized.
+ * Logging for the clamfs daemon: to stderr while in the foreground, to
+ * syslog (ident "clamfs", facility daemon) once daemonized, and to the
+ * journal's native socket when stderr is journald's stream (systemd): then
+ * every entry has its priority and the mount as fields of their own, and
+ * events (detections, clamd going away...) a MESSAGE_ID and their details
+ * as fields, so alerting can match on them instead of on the text. Should
+ * the journal refuse an entry, it goes to stderr with a "<N>" priority.
  */
 #ifndef CLAMFS_LOG_H
 #define CLAMFS_LOG_H
@@ -13,8 +17,25 @@
 enum log_level {
 	LOG_LEVEL_ERR,
 	LOG_LEVEL_WARN,
+	LOG_LEVEL_NOTICE, /* normal but significant: clamd is back */
 	LOG_LEVEL_INFO,
 	LOG_LEVEL_DEBUG,
+};
+
+/*
+ * The journal's MESSAGE_ID of each kind of event (documented in clamfs(8):
+ * `journalctl MESSAGE_ID=...`). Never change one: alerting rules name it.
+ */
+#define LOG_ID_INFECTED	  "5ddbdbc828e740efa598eb9ccbaf622b"
+#define LOG_ID_LIMITS	  "fbba857cdab34f5db12a3b11596bcf37"
+#define LOG_ID_SCAN_ERROR "ad30084c538341cfbbba2f321cc74c89"
+#define LOG_ID_CLAMD_DOWN "135ccadf8b5f4fc28e8c7deab16098f8"
+#define LOG_ID_CLAMD_UP	  "ff83acc91d79408abd5c7c05038989f9"
+
+/* A journal field of an event: NAME is upper case, value any bytes. */
+struct log_field {
+	const char *name;
+	const char *value;
 };
 
 /* Sets the destination; before the first call messages go to stderr. */
@@ -41,8 +62,19 @@ bool log_wants(enum log_level level);
 
 void log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * An event: the line as fmt says, then the mount, then ": " and tail when
+ * tail is not NULL (so a line can end as clamd's "PATH: SIG FOUND" do);
+ * in the journal also MESSAGE_ID=id and the n fields (a NULL value is
+ * left out).
+ */
+void log_event(enum log_level level, const char *id,
+	       const struct log_field *fields, size_t n, const char *tail,
+	       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /*
  * A budget for one kind of repeated message (e.g. scan failures while

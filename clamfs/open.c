@@ -315,13 +315,27 @@ static int act_on_limits(struct clamfs_fs *fs, struct pending *p,
 	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], qsig[CDP_TEXT_MAX + 8];
 	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
 
+	char uid[16], pid[16];
+	const struct log_field fields[] = {
+		{"SIGNATURE", sig},
+		{"CLAMFS_PATH", rel},
+		{"CLAMFS_ACTION", limits_action_name(pol->on_limits)},
+		{"CLAMFS_EVENT", event},
+		{"USER_ID", uid},
+		{"PROCESS_ID", p->pid ? pid : NULL},
+	};
+
 	stats_inc(&fs->stats, STAT_LIMITS);
 	log_quote(path, sizeof(path), rel ? rel : "?");
 	log_quote(qsig, sizeof(qsig), sig);
-	log_warn("limits path=%s signature=%s event=%s action=%s pid=%d "
-		 "uid=%u cached=%s",
-		 path, qsig, event, limits_action_name(pol->on_limits),
-		 (int)p->pid, (unsigned)p->uid, cached ? "yes" : "no");
+	snprintf(uid, sizeof(uid), "%u", (unsigned)p->uid);
+	snprintf(pid, sizeof(pid), "%d", (int)p->pid);
+	log_event(LOG_LEVEL_WARN, LOG_ID_LIMITS, fields,
+		  sizeof(fields) / sizeof(fields[0]), NULL,
+		  "limits path=%s signature=%s event=%s action=%s pid=%d "
+		  "uid=%u cached=%s",
+		  path, qsig, event, limits_action_name(pol->on_limits),
+		  (int)p->pid, (unsigned)p->uid, cached ? "yes" : "no");
 	return pol->on_limits == LIMITS_ALLOW ? 0 : EIO;
 }
 
@@ -356,10 +370,32 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 	bool allow = fs_policy(fs)->on_error_allow && !o->expired_queued;
 	static struct log_limit limit;
 	unsigned long held_back;
-	char more[48] = "";
+	char more[48] = "", uid[16], pid[16];
+	const char *decision = allow ? "allowed-unscanned" : "denied-EIO";
+	const struct log_field fields[] = {
+		{"CLAMFS_PATH", rel},
+		{"CLAMFS_ERROR", cdp_errcat_name(res->cat)},
+		{"CLAMFS_REASON", res->text},
+		{"CLAMFS_OPEN", decision},
+		{"USER_ID", uid},
+		{"PROCESS_ID", p->pid ? pid : NULL},
+	};
 
 	stats_error(&fs->stats, res->cat);
 	stats_inc(&fs->stats, allow ? STAT_ERRORS_ALLOWED : STAT_ERRORS_DENIED);
+	log_quote(text, sizeof(text), res->text);
+	/*
+	 * The first open an outage refuses is an error an administrator must
+	 * see at any log level (the version check may not look for a while):
+	 * once per outage, whatever the rate limit below let through.
+	 */
+	if (res->cat == CDP_ERR_CONNECT && outage_begin(&fs->clamd_outage))
+		log_event(LOG_LEVEL_ERR, LOG_ID_CLAMD_DOWN, NULL, 0, NULL,
+			  "clamd is not answering (%s): every open that needs "
+			  "a scan is %s until it answers",
+			  text,
+			  allow ? "served unscanned (on_error=allow)"
+				: "refused");
 	/* clamd down means a failure per open: do not flood the log */
 	if (!log_limit_pass(&limit, &held_back))
 		return allow;
@@ -367,12 +403,14 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 		snprintf(more, sizeof(more), " suppressed_before=%lu",
 			 held_back);
 	log_quote(path, sizeof(path), rel ? rel : "?");
-	log_quote(text, sizeof(text), res->text);
-	log_warn("scan failed path=%s error=%s reason=%s pid=%d uid=%u "
-		 "open=%s%s",
-		 path, cdp_errcat_name(res->cat), text, (int)p->pid,
-		 (unsigned)p->uid, allow ? "allowed-unscanned" : "denied-EIO",
-		 more);
+	snprintf(uid, sizeof(uid), "%u", (unsigned)p->uid);
+	snprintf(pid, sizeof(pid), "%d", (int)p->pid);
+	log_event(LOG_LEVEL_WARN, LOG_ID_SCAN_ERROR, fields,
+		  sizeof(fields) / sizeof(fields[0]), NULL,
+		  "scan failed path=%s error=%s reason=%s pid=%d uid=%u "
+		  "open=%s%s",
+		  path, cdp_errcat_name(res->cat), text, (int)p->pid,
+		  (unsigned)p->uid, decision, more);
 	return allow;
 }
 
@@ -428,6 +466,9 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	/* from here on no interrupt callback can run on p */
 	if (p->req)
 		fuse_req_interrupt_func(p->req, NULL, NULL);
+	if (o->res.verdict != CDP_ERROR && outage_end(&fs->clamd_outage))
+		log_event(LOG_LEVEL_NOTICE, LOG_ID_CLAMD_UP, NULL, 0, NULL,
+			  "clamd answers again: scanning resumes");
 	maybe_cache(p, o);
 	if (!p->req) {
 		close_scanned(p, o);

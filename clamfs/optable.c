@@ -55,11 +55,9 @@ static const struct opt_word limits_actions[] = {
 static const struct opt_word deny_errnos[] = {
 	{"EACCES", EACCES}, {"EPERM", EPERM}, {NULL, 0}};
 static const struct opt_word log_levels[] = {
-	{"error", LOG_LEVEL_ERR},
-	{"warning", LOG_LEVEL_WARN},
-	{"info", LOG_LEVEL_INFO},
-	{"debug", LOG_LEVEL_DEBUG},
-	{NULL, 0},
+	{"error", LOG_LEVEL_ERR},     {"warning", LOG_LEVEL_WARN},
+	{"notice", LOG_LEVEL_NOTICE}, {"info", LOG_LEVEL_INFO},
+	{"debug", LOG_LEVEL_DEBUG},   {NULL, 0},
 };
 
 /* clang-format off */

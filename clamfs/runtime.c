@@ -532,6 +532,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 		.pin_fleet = watch_pin_fleet,
 		.unpin = watch_unpin,
 		.drop_verdicts = watch_drop_verdicts,
+		.outage = &rt->fs->clamd_outage,
 	};
 	struct scanq_config qcfg = {0};
 	struct clamfs_opts *opts = rt->current->opts;

@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Log rate limiting: a burst passes, the rest is counted and reported with
- * the first line of the next window.
+ * the first line of the next window. The journal's native protocol, byte
+ * for byte as journald parses it, and the fallback to stderr with a
+ * priority when the journal's socket is gone.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -43,11 +52,72 @@ static void test_quiet_kind_always_passes(void **state)
 	}
 }
 
+static void test_journal_native_then_stderr(void **state)
+{
+	char dir[] = "/tmp/clamfs-logtest-XXXXXX", path[128], env[64];
+	char got[4096], err[512];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	FILE *errf = tmpfile();
+	int sock, saved = dup(STDERR_FILENO);
+	ssize_t n;
+	const struct log_field fields[] = {
+		{"FILE_PATH", "a\nb"},
+		{"SIGNATURE", NULL}, /* left out */
+		{"USER_ID", "1000"},
+	};
+	static const char want[] =
+		"MESSAGE=infected x mount=\"/srv/s\\x0ah\": /srv/s T FOUND\n"
+		"PRIORITY=4\nSYSLOG_IDENTIFIER=clamfs\nSYSLOG_FACILITY=3\n"
+		"CLAMFS_MOUNT\n\x08\0\0\0\0\0\0\0/srv/s\nh\n"
+		"MESSAGE_ID=" LOG_ID_INFECTED "\n"
+		"FILE_PATH\n\x03\0\0\0\0\0\0\0a\nb\n"
+		"USER_ID=1000\n";
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/journal", dir);
+	strcpy(sa.sun_path, path);
+	sock = socket(AF_UNIX, SOCK_DGRAM, 0);
+	assert_int_equal(bind(sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* stderr is the journal's stream, as systemd sets it up */
+	assert_non_null(errf);
+	assert_int_equal(dup2(fileno(errf), STDERR_FILENO), STDERR_FILENO);
+	assert_int_equal(fstat(STDERR_FILENO, &st), 0);
+	snprintf(env, sizeof(env), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	setenv("JOURNAL_STREAM", env, 1);
+	setenv("CLAMFS_JOURNAL_SOCKET", path, 1);
+	log_set_mount("/srv/s\nh");
+
+	log_event(LOG_LEVEL_WARN, LOG_ID_INFECTED, fields, 3, "/srv/s T FOUND",
+		  "infected %s", "x");
+	n = recv(sock, got, sizeof(got), MSG_DONTWAIT);
+	assert_int_equal(n, sizeof(want) - 1);
+	assert_memory_equal(got, want, sizeof(want) - 1);
+
+	/* no journal to take it: stderr, with the priority, no "clamfs: " */
+	close(sock);
+	unlink(path);
+	log_notice("clamd answers %s", "again");
+	fflush(stderr);
+	rewind(errf);
+	n = (ssize_t)fread(err, 1, sizeof(err) - 1, errf);
+	err[n < 0 ? 0 : n] = '\0';
+	assert_string_equal(err,
+			    "<5>clamd answers again mount=\"/srv/s\\x0ah\"\n");
+
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	fclose(errf);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_burst_then_count),
 		cmocka_unit_test(test_quiet_kind_always_passes),
+		cmocka_unit_test(test_journal_native_then_stderr),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
