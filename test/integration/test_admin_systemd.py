@@ -65,11 +65,20 @@ def test_unit_verifies(admin):
     assert keys["Type"] == ["notify"]
     wants, after = keys["Wants"][0].split(), keys["After"][0].split()
     for dep in ("clamav-daemon.service", "network-online.target"):
-        assert dep in wants and dep in after, dep
+        assert dep in after, dep
+    # a remote clamd's site gets no local clamd started for it
+    assert wants == ["network-online.target"], wants
+    # the share's server is ordered by its own drop-in, not by every mount
+    assert "Before" not in keys, keys.get("Before")
     assert keys["Restart"] == ["on-failure"]
     assert "-f" in keys["ExecStart"][0].split()
-    assert "config=/etc/clamfs/%i.ini" in keys["ExecStart"][0]
-    assert "clamd_wait=" in keys["ExecStart"][0]
+    # only the file: an option here would override its keys silently
+    assert keys["ExecStart"][0].split()[1:] == [
+        "-f", "-o", "config=/etc/clamfs/%i.ini"], keys["ExecStart"]
+    assert keys["OOMScoreAdjust"] == ["-500"]
+    assert keys["DevicePolicy"] == ["closed"]
+    assert "/dev/fuse rw" in keys["DeviceAllow"]
+    assert keys["SystemCallErrorNumber"] == ["EPERM"]
     # a missing configuration fails the start instead of skipping it
     assert keys["AssertPathExists"] == ["/etc/clamfs/%i.ini"]
     assert "ConditionPathExists" not in keys
@@ -77,6 +86,15 @@ def test_unit_verifies(admin):
     assert keys["ExecReload"][0].split()[1:] == ["--reload", "$MAINPID"]
     assert keys["ExecReload"][0].split()[0].endswith("/clamfs")
     assert keys["LimitNOFILE"] == ["524288"]
+    # the hardening a root FUSE daemon can have: 6.5 before the
+    # device policy, system call filter, hostname and clock protection
+    r = subprocess.run(["systemd-analyze", "security", "--offline=true",
+                        "--no-pager", inst], capture_output=True, text=True,
+                       timeout=120 * SLOW, cwd=d)
+    level = re.search(r"Overall exposure level for clamfs@test\.service: "
+                      r"(\d+\.\d)", r.stdout)
+    assert level, r.stdout + r.stderr
+    assert float(level.group(1)) <= 5.0, r.stdout
     # hardening that would hide the mount in a private namespace is absent
     for bad in ("PrivateTmp", "ProtectSystem", "ProtectHome", "PrivateDevices",
                 "PrivateMounts", "ProtectKernelModules", "TemporaryFileSystem"):

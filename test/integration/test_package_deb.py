@@ -85,7 +85,9 @@ def test_package_contents(deb):
                  doc + "clamfs.ini", doc + "fstab.example",
                  doc + "deploy.md", doc + "README.Debian",
                  doc + "examples/systemd/smbd.service.d/clamfs.conf",
-                 doc + "examples/systemd/nfs-server.service.d/clamfs.conf"):
+                 doc + "examples/systemd/nfs-server.service.d/clamfs.conf",
+                 doc + "examples/systemd/samba-ad-dc.service.d/clamfs.conf",
+                 doc + "examples/systemd/nfs-ganesha.service.d/clamfs.conf"):
         assert path in paths, path
     # nothing in Debian's clamfs package's folder
     assert not [p for p in paths if p.startswith("./usr/share/doc/clamfs/")]
