@@ -78,6 +78,9 @@ def test_package_contents(deb):
     doc = "./usr/share/doc/clamfs-onaccess/"
     for path in ("./usr/sbin/clamfs", "./usr/bin/clamfs-scan",
                  "." + unit_dir() + "/clamfs@.service",
+                 # all units in one directory (bookworm's were split)
+                 "." + unit_dir() + "/clamfs-prometheus@.service",
+                 "." + unit_dir() + "/clamfs-prometheus@.timer",
                  "./usr/share/man/man8/clamfs.8.gz",
                  "./usr/share/man/man5/clamfs.ini.5.gz",
                  "./usr/share/man/man1/clamfs-scan.1.gz",
