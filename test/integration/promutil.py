@@ -74,7 +74,8 @@ def parse_exposition(text):
             assert len(parts) == 4 and cur and parts[2] == cur.name, \
                 f"TYPE not right after its HELP: {line}"
             assert cur.type is None and not cur.samples, line
-            assert parts[3] in ("counter", "gauge", "histogram"), line
+            assert parts[3] in ("counter", "gauge", "histogram", "summary"), \
+                line
             cur.type = parts[3]
             continue
         assert not line.startswith("#"), f"stray comment: {line}"

@@ -91,10 +91,12 @@ def test_detection_log_line(mount_clamfs, clamd):
     rx = (r'^clamfs: infected path="sub/eicar\.txt" '
           r'signature="Eicar-Test\.UNOFFICIAL" action=deny event=open '
           r'pid=(\d+) process="cat" uid=0 user="root" cached=no '
-          r'mount="[^"]+"$')
+          r'mount="([^"]+)": (.+): Eicar-Test\.UNOFFICIAL FOUND$')
     mt = re.match(rx, line)
     assert mt, line
     assert int(mt.group(1)) == p.pid
+    # the tail is clamd's own `PATH: SIG FOUND`, for alerting that knows it
+    assert mt.group(3) == mt.group(2) + "/sub/eicar.txt", line
     # second open: cached infected verdict, logged again as cached
     scans0 = clamd.scan_count()
     c = subprocess.Popen(["cat", m.m("sub", "eicar.txt")],

@@ -88,7 +88,7 @@ static void test_file_sets_keys_by_section(void **state)
 	assert_int_equal(o.policy.max_scan_size, 10 << 20);
 	assert_int_equal(o.cache_ttl, 120);
 	assert_int_equal(o.policy.on_infected, INFECTED_LOG);
-	assert_int_equal(o.log_level, 3);
+	assert_int_equal(o.log_level, LOG_LEVEL_DEBUG);
 	assert_string_equal(o.config, path);
 	bool found = false;
 	for (int i = 1; i < args.argc; i++)
