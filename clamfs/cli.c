@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <stddef.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "clamdconf.h"
 #include "clamdproto.h"
 #include "exitcode.h"
+#include "mountpoint.h"
 #include "poolcfg.h"
 
 static bool check_dir(FILE *out, const char *what, const char *path)
@@ -33,6 +35,37 @@ static bool check_dir(FILE *out, const char *what, const char *path)
 	}
 	fprintf(out, "%s %s: ok\n", what, path);
 	return true;
+}
+
+/*
+ * A directory, and not one a FUSE file system (a clamfs running, or a
+ * dead one) covers already: mounting there again would stack a second
+ * mount on it. Said as a warning, since a restart does just that.
+ */
+static bool check_mountpoint(FILE *out, const char *path)
+{
+	char real[PATH_MAX], fstype[64];
+	struct stat st;
+
+	if (stat(path, &st) == -1 && errno == ENOTCONN) {
+		fprintf(out,
+			"mountpoint %s: warning: a dead FUSE mount is there "
+			"(a crashed daemon's): the mount replaces it\n",
+			path);
+		return true;
+	}
+	if (realpath(path, real) &&
+	    mountpoint_fstype(MOUNTINFO_SELF, real, fstype, sizeof(fstype)) ==
+		    1 &&
+	    strncmp(fstype, "fuse", 4) == 0 && S_ISDIR(st.st_mode)) {
+		fprintf(out,
+			"mountpoint %s: warning: %s is mounted there already; "
+			"a second mount would cover it (clamfs --stats %s "
+			"tells whether it is a clamfs)\n",
+			path, fstype, path);
+		return true;
+	}
+	return check_dir(out, "mountpoint", path);
 }
 
 static const char *size_text(uint64_t v, char *buf, size_t len)
@@ -327,7 +360,7 @@ int cli_check(const struct clamfs_opts *opts, FILE *out)
 		fprintf(out, "config %s: ok\n", opts->config);
 	if (opts->backend && !check_dir(out, "backend", opts->backend))
 		first_failure(&status, EXIT_MOUNT);
-	if (opts->mountpoint && !check_dir(out, "mountpoint", opts->mountpoint))
+	if (opts->mountpoint && !check_mountpoint(out, opts->mountpoint))
 		first_failure(&status, EXIT_MOUNT);
 	if (opts->policy.on_infected == INFECTED_QUARANTINE &&
 	    opts->quarantine_dir) {

@@ -283,3 +283,23 @@ def test_mount_scans_through_a_660_socket_for_every_user(admin,
                  f"allow_other,clamd={closed.socket},racy_window=0"], mnt, b)
     assert run_as(UID_A, GID_A, None, READ_AS_USER, mnt) == \
         {"clean": "bytes:6", "e": "EACCES"}
+
+
+def test_check_warns_when_a_fuse_mount_is_there_already(admin, clamd):
+    """--check said "mountpoint ok" over a running clamfs: a second mount
+    would have stacked on it. It warns instead (exit 0: a restart onto a
+    dead mount does mount there)."""
+    from scanutil import put
+    base, b, mnt = admin.dirs_bm()
+    put(os.path.join(b, "f"), b"clean\n")
+    r = check("-o", f"backend={b},mountpoint={mnt},clamd={clamd.socket}")
+    assert r.returncode == 0, r
+    assert f"mountpoint {mnt}: ok" in r.stdout, r.stdout
+    admin.start(["-f", b, mnt, "-o", f"clamd={clamd.socket}"], mnt, b)
+    r = check("-o", f"backend={b},mountpoint={mnt},clamd={clamd.socket}")
+    assert r.returncode == 0, r
+    lines = [l for l in r.stdout.splitlines() if l.startswith("mountpoint")]
+    assert lines == [f"mountpoint {mnt}: warning: fuse.clamfs is mounted "
+                     f"there already; a second mount would cover it "
+                     f"(clamfs --stats {mnt} tells whether it is a clamfs)"
+                     ], r.stdout
