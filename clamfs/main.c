@@ -23,6 +23,7 @@
 #include "exitcode.h"
 #include "fdlimit.h"
 #include "fs.h"
+#include "holders.h"
 #include "log.h"
 #include "mountpoint.h"
 #include "notify.h"
@@ -484,7 +485,6 @@ int main(int argc, char *argv[])
 		log_err("cannot start the evictor thread: %s", strerror(errno));
 		goto out_unmount;
 	}
-	notify_ready("mounted");
 	install_crash_handlers(mnt);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
 		 "on_error=%s",
@@ -494,6 +494,10 @@ int main(int argc, char *argv[])
 		 infected_action_name(opts.policy.on_infected),
 		 opts.policy.on_error_allow ? "allow" : "deny");
 	log_fdlimit(&fdlim, inode_budget);
+	if (strcmp(backend, mnt) == 0)
+		holders_warn(backend, root_st.st_dev, 2000);
+	/* ready after the holders are named: a server started now is none */
+	notify_ready("mounted");
 
 	/* a loop ended by SIGTERM/SIGINT returns the signal: a clean stop */
 	ret = run_loop(se, &opts);
