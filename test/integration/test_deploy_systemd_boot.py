@@ -6,7 +6,8 @@
 # (BindsTo=clamfs@share.service). Inside, a oneshot unit records:
 #   - `systemctl start smbd` starts clamfs@share first: both active, the
 #     mount in place and scanning (EICAR refused at /srv/share);
-#   - `systemctl stop clamfs@share` stops smbd too;
+#   - `systemctl stop clamfs@share` stops smbd too, and a restart of it
+#     (deploy.md's upgrade) restarts smbd after the new mount;
 #   - a SIGKILLed clamfs (a crash) stops smbd too, and systemd's restart
 #     takes its dead mount away and serves the share again;
 #   - `systemctl start clamfs@missing` (no /etc/clamfs/missing.ini) fails
@@ -49,6 +50,11 @@ def settle(unit, want, timeout=30):
     while time.monotonic() < end and state(unit)[unit] != want:
         time.sleep(0.1)
 
+def main_pid(unit):
+    r = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value",
+                        unit], capture_output=True, text=True)
+    return int(r.stdout.strip() or 0)
+
 def fstype(path):
     r = subprocess.run(["findmnt", "-no", "FSTYPE", "--mountpoint", path],
                        capture_output=True, text=True)
@@ -73,6 +79,13 @@ try:
     res["fstype_after_stop"] = fstype("/srv/share")
     res["restart_smbd"] = sh("systemctl", "start", "smbd.service")
     res["after_restart"] = state(*U)
+    # deploy.md's upgrade: restarting the mount restarts the server with it
+    res["smbd_pid"] = main_pid("smbd.service")
+    res["restart_clamfs"] = sh("systemctl", "restart", "clamfs@share.service")
+    settle("smbd.service", "active")  # Type=notify: it may be on its way
+    res["after_restart_clamfs"] = state(*U)
+    res["smbd_pid_after"] = main_pid("smbd.service")
+    res["fstype_after_restart_clamfs"] = fstype("/srv/share")
     pid = int(subprocess.run(["systemctl", "show", "-p", "MainPID", "--value",
                               "clamfs@share.service"], capture_output=True,
                              text=True).stdout.strip() or 0)
@@ -200,6 +213,11 @@ def test_share_is_never_served_unprotected(admin, clamd, nspawn):
     assert res["fstype_after_stop"] == "", why
     assert res["restart_smbd"]["rc"] == 0, why
     assert res["after_restart"] == res["after_start"], why
+    # restarting the mount (an upgrade) restarts the server bound to it
+    assert res["restart_clamfs"]["rc"] == 0, why
+    assert res["after_restart_clamfs"] == res["after_start"], why
+    assert res["fstype_after_restart_clamfs"] == "fuse.clamfs", why
+    assert 0 < res["smbd_pid"] != res["smbd_pid_after"] > 0, why
     # a crash of the daemon stops the server
     assert res["pid"] > 0, why
     assert res["after_kill"] == {"smbd.service": "inactive"}, why
