@@ -141,7 +141,8 @@ static void scan_maps(const struct scan *s, int pid_dir, struct holder *h)
 		    off == 0)
 			continue;
 		file = line + off;
-		if (makedev(major, minor) != s->backend_dev || !beneath(s, file))
+		if (makedev(major, minor) != s->backend_dev ||
+		    !beneath(s, file))
 			continue;
 		h->maps++;
 		note(h, file);

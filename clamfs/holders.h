@@ -20,11 +20,11 @@
 /* What one process holds beneath the backend. */
 struct holder {
 	pid_t pid;
-	char comm[17];		/* its name, as /proc/PID/comm */
-	unsigned int fds;	/* open files and directories */
-	unsigned int maps;	/* mapped files */
-	unsigned int dirs;	/* 1 for its cwd, 1 for its root */
-	char example[256];	/* one of the paths it holds */
+	char comm[17];	   /* its name, as /proc/PID/comm */
+	unsigned int fds;  /* open files and directories */
+	unsigned int maps; /* mapped files */
+	unsigned int dirs; /* 1 for its cwd, 1 for its root */
+	char example[256]; /* one of the paths it holds */
 };
 
 /*
