@@ -537,12 +537,11 @@ static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
  * kernel write back the pages dirtied through a shared mapping, so the
  * scan sees them. Not on the FUSE worker: the write-back needs one.
  */
-static void flush_writer_pages(void *arg)
+static void flush_writer_pages(void *ctx, uint64_t nodeid)
 {
-	struct pending *p = arg;
+	struct clamfs_fs *fs = ctx;
 
-	fuse_lowlevel_notify_inval_inode(p->fs->se,
-					 inode_nodeid(p->fs, p->inode), 0, 0);
+	fuse_lowlevel_notify_inval_inode(fs->se, nodeid, 0, 0);
 }
 
 /* A read-only reopening of the file open at fd; -errno on failure. */
@@ -593,7 +592,8 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 
 	if (p->req && inode_writers(p->inode) != 0) {
 		r.prepare = flush_writer_pages;
-		r.prepare_arg = p;
+		r.prepare_ctx = fs;
+		r.prepare_key = inode_nodeid(fs, p->inode);
 	}
 	vcache_file_from_stat(&f, &p->stamp.st);
 	/* it holds its directory's lock until answered */

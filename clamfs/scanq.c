@@ -51,8 +51,9 @@ struct scan_job {
 	struct scanq *q;
 	struct vcache_file file;
 	uint64_t tag;
-	void (*prepare)(void *arg);
-	void *prepare_arg;
+	void (*prepare)(void *ctx, uint64_t key); /* set while queued */
+	void *prepare_ctx;
+	uint64_t prepare_key;
 	int fd;
 	uint64_t gen;
 	uint64_t deadline_us; /* its creator's; each waiter has its own */
@@ -403,7 +404,8 @@ static struct scan_job *job_new(struct scanq *q, const struct scan_request *r,
 	job->gen = r->gen;
 	job->tag = r->tag;
 	job->prepare = r->prepare;
-	job->prepare_arg = r->prepare_arg;
+	job->prepare_ctx = r->prepare_ctx;
+	job->prepare_key = r->prepare_key;
 	atomic_store(&job->interested, 1);
 	return job;
 }
@@ -650,7 +652,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	out->gen = job->gen;
 	out->tag = job->tag;
 	if (job->prepare && !cdp_cancel_triggered(job->cancel))
-		job->prepare(job->prepare_arg);
+		job->prepare(job->prepare_ctx, job->prepare_key);
 	if (cdp_cancel_triggered(job->cancel)) {
 		fail(&out->res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
 		goto out;
@@ -773,15 +775,14 @@ static bool abandoned(struct scan_job *job)
 /*
  * Whether the reaper answers w at its deadline: while the scan is queued,
  * and while it runs an attempt that ends after w's deadline. (Else the
- * attempt's own end, at the latest deadline, answers it.) Not while a
- * scan with prepare() runs: prepare() uses its only waiter's memory.
+ * attempt's own end, at the latest deadline, answers it.)
  */
 static bool reaper_watches(const struct scan_job *job,
 			   const struct scan_waiter *w)
 {
 	if (job->queued)
 		return true;
-	return !job->prepare && w->deadline_us < job->run_until;
+	return w->deadline_us < job->run_until;
 }
 
 struct reaped {
@@ -800,12 +801,10 @@ static void reap_job(struct scanq *q, struct scan_job *job, uint64_t now,
 		     struct reaped *r)
 {
 	struct scan_waiter **pw, *w;
-	bool running_prepare = !job->queued && job->prepare;
 	bool late = false;
 
 	for (pw = &job->waiters; (w = *pw);) {
-		if (!running_prepare &&
-		    atomic_load_explicit(&w->withdrawn, memory_order_acquire)) {
+		if (atomic_load_explicit(&w->withdrawn, memory_order_acquire)) {
 			*pw = w->next;
 			waiter_leave(q, w);
 			w->next = r->gone;
@@ -1077,8 +1076,13 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	spare = calloc(1, sizeof(*spare));
 	pthread_mutex_lock(&q->lock);
 	LIST_FOREACH (job, bucket, map_link) {
+		/*
+		 * A scan under way may have read the file before the joiner's
+		 * writers' pages were written back; a queued one has not, and
+		 * its prepare runs after this submit.
+		 */
 		if (same_content(&job->file, r->file) && job->tag == r->tag &&
-		    !job->prepare && !r->prepare)
+		    (job->queued || (!job->prepare && !r->prepare)))
 			break;
 	}
 	u = user_get(q, r->uid);
@@ -1134,6 +1138,12 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		}
 		if (job->queued && !t->queued)
 			ticket_enqueue(q, t);
+		/* the scan thread reads it after taking the job, under lock */
+		if (r->prepare && !job->prepare) {
+			job->prepare = r->prepare;
+			job->prepare_ctx = r->prepare_ctx;
+			job->prepare_key = r->prepare_key;
+		}
 		q->counters.joined++;
 		goto join;
 	}

@@ -254,12 +254,16 @@ struct scan_request {
 	uint64_t gen; /* vcache generation read before the scan */
 	uid_t uid;    /* whose queue the scan waits in (the opener) */
 	/*
-	 * Run on the scanner thread right before the scan (e.g. to have the
-	 * kernel write back a writer's dirty pages); a request with one
-	 * neither joins nor is joined by another.
+	 * Run on the scanner thread right before the scan, as
+	 * prepare(prepare_ctx, prepare_key) (e.g. to have the kernel write
+	 * back a writer's dirty pages). prepare_ctx must outlive the queue;
+	 * the key is copied. A request with one joins only a scan that has
+	 * not started yet (whose prepare, its own if the scan had none, runs
+	 * after this submit); a request without one joins such a scan too.
 	 */
-	void (*prepare)(void *arg);
-	void *prepare_arg;
+	void (*prepare)(void *ctx, uint64_t key);
+	void *prepare_ctx;
+	uint64_t prepare_key;
 };
 
 /*
@@ -277,9 +281,8 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
  * The waiter's caller gave up (the FUSE request was interrupted). Never
  * blocks and takes no lock, so it may run inside an interrupt callback.
  * done() is still called: promptly and with a cancelled outcome from the
- * queue's reaper thread, except for a request with prepare(), answered
- * when its (then cancelled) scan ends; when no waiter of a scan is left,
- * the scan is cancelled too.
+ * queue's reaper thread; when no waiter of a scan is left, the scan is
+ * cancelled too.
  * The caller must serialise it with done(): done() may not return while
  * scanq_interrupt(w) still runs (the scan, and what it points to, may be
  * freed right after done()), and no scanq_interrupt(w) may start once done()

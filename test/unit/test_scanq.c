@@ -662,6 +662,191 @@ static void test_joiner_keeps_its_own_place(void **state)
 }
 
 /*
+ * Prepare (the daemon's write-back of a writer's dirty pages): records
+ * each call and what the fake scanner had started by then, so a test can
+ * tell that it ran once, with its key, after every joiner's submit and
+ * before the scan.
+ */
+static struct {
+	pthread_mutex_t lock;
+	int calls;
+	uint64_t key;
+	int scans_before; /* fake scans started when it last ran */
+	void *ctx;
+} prep = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void prep_reset(void)
+{
+	pthread_mutex_lock(&prep.lock);
+	prep.calls = 0;
+	prep.key = 0;
+	prep.scans_before = -1;
+	prep.ctx = NULL;
+	pthread_mutex_unlock(&prep.lock);
+}
+
+static void count_prepare(void *ctx, uint64_t key)
+{
+	int scans = fake_nscans();
+
+	pthread_mutex_lock(&prep.lock);
+	prep.calls++;
+	prep.key = key;
+	prep.ctx = ctx;
+	prep.scans_before = scans;
+	pthread_mutex_unlock(&prep.lock);
+}
+
+static int submit_prepared(struct scanq *q, ino_t ino, uid_t uid,
+			   struct twaiter *t, uint64_t key)
+{
+	struct vcache_file f = {.dev = 1, .ino = ino, .size = 100};
+	struct scan_request r = {
+		.file = &f,
+		.fd = devnull,
+		.uid = uid,
+		.prepare = count_prepare,
+		.prepare_ctx = &prep,
+		.prepare_key = key,
+	};
+
+	return scanq_submit(q, &r, &t->w);
+}
+
+/*
+ * Opens of a file a writer holds, while its scan is still queued: they
+ * share it (one write-back, after the last of them submitted, then one
+ * scan), whoever's they are.
+ */
+static void test_prepared_joins_queued_scan(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter gate, a, b, c;
+	struct scanq_counters cnt;
+
+	(void)state;
+	prep_reset();
+	twaiter_init(&gate, false);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	twaiter_init(&c, false);
+	assert_int_equal(submit(q, 700, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1)); /* the only thread is busy */
+	assert_int_equal(submit_prepared(q, 701, 1000, &a, 42), 0);
+	assert_int_equal(submit_prepared(q, 701, 2000, &b, 42), 0);
+	assert_int_equal(submit(q, 701, 100, 3000, &c), 0); /* no writer */
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.joined, 2);
+	assert_int_equal(prep.calls, 0);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&a, 5000) && wait_done(&b, 5000) &&
+		    wait_done(&c, 5000));
+	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(fake.order[1], 701);
+	pthread_mutex_lock(&prep.lock);
+	assert_int_equal(prep.calls, 1);
+	assert_int_equal(prep.key, 42);
+	assert_ptr_equal(prep.ctx, &prep);
+	assert_int_equal(prep.scans_before, 1); /* before 701's scan */
+	pthread_mutex_unlock(&prep.lock);
+	assert_int_equal(a.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(c.o.res.verdict, CDP_CLEAN);
+	scanq_free(q);
+}
+
+/*
+ * A writer's open that joins a queued scan that had no write-back gives
+ * it one: the scan must see the pages dirtied before that open.
+ */
+static void test_prepared_join_adds_write_back(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter gate, a, b;
+
+	(void)state;
+	prep_reset();
+	twaiter_init(&gate, false);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 710, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit(q, 711, 100, 1000, &a), 0);
+	assert_int_equal(submit_prepared(q, 711, 2000, &b, 7), 0);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&a, 5000) && wait_done(&b, 5000));
+	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(prep.calls, 1);
+	assert_int_equal(prep.key, 7);
+	assert_int_equal(prep.scans_before, 1);
+	scanq_free(q);
+}
+
+/*
+ * A scan under way may have read the file before a new writer's pages
+ * were written back: a writer's open does not join it but has a scan
+ * (and a write-back) of its own.
+ */
+static void test_prepared_does_not_join_running_scan(void **state)
+{
+	struct scanq *q = new_queue(2, 10000, 0);
+	struct twaiter a, b;
+	struct scanq_counters cnt;
+
+	(void)state;
+	prep_reset();
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 720, 100, 1000, &a), 0);
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit_prepared(q, 720, 1000, &b, 9), 0);
+	assert_true(fake_wait_scans(2));
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.joined, 0);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&a, 5000) && wait_done(&b, 5000));
+	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(prep.calls, 1);
+	scanq_free(q);
+}
+
+/*
+ * A waiter of a shared scan with a write-back that gives up while it runs
+ * is answered at once, and the scan goes on for the others: the
+ * write-back uses nothing of its waiters.
+ */
+static void test_prepared_waiter_leaves_running_scan(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter gate, a, b;
+	struct scanq_counters cnt;
+
+	(void)state;
+	prep_reset();
+	twaiter_init(&gate, false);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	assert_int_equal(submit(q, 730, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit_prepared(q, 731, 1000, &a, 1), 0);
+	assert_int_equal(submit_prepared(q, 731, 2000, &b, 1), 0);
+	fake_release(730);
+	assert_true(fake_wait_scans(2)); /* 731's scan is under way */
+	t_interrupt(&a);
+	assert_true(wait_done(&a, 2000));
+	assert_true(scanq_waiter_interrupted(&a.w));
+	assert_false(atomic_load(&b.done));
+	fake_release(731);
+	assert_true(wait_done(&b, 5000));
+	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(prep.calls, 1);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.joined, 1);
+	scanq_free(q);
+}
+
+/*
  * The creator's deadline passes while the scan is queued: the creator is
  * answered then (timeout, never sent to clamd), but the scan stays queued
  * for the joiner, whose own deadline is later, and is scanned for it.
@@ -1242,6 +1427,10 @@ int main(void)
 		cmocka_unit_test(test_bound_per_uid),
 		cmocka_unit_test(test_waiter_bound_counts_joins),
 		cmocka_unit_test(test_joiner_keeps_its_own_place),
+		cmocka_unit_test(test_prepared_joins_queued_scan),
+		cmocka_unit_test(test_prepared_join_adds_write_back),
+		cmocka_unit_test(test_prepared_does_not_join_running_scan),
+		cmocka_unit_test(test_prepared_waiter_leaves_running_scan),
 		cmocka_unit_test(test_joiner_keeps_its_own_deadline_queued),
 		cmocka_unit_test(test_earlier_deadline_answered_while_scanned),
 		cmocka_unit_test(test_free_cancels_queued),
