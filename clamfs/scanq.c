@@ -775,12 +775,13 @@ static bool abandoned(struct scan_job *job)
 /*
  * Whether the reaper answers w at its deadline: while the scan is queued,
  * and while it runs an attempt that ends after w's deadline. (Else the
- * attempt's own end, at the latest deadline, answers it.)
+ * attempt's own end, at the latest deadline, answers it.) And before the
+ * first attempt, while prepare() (a write-back that may take long) runs.
  */
 static bool reaper_watches(const struct scan_job *job,
 			   const struct scan_waiter *w)
 {
-	if (job->queued)
+	if (job->queued || job->run_until == 0)
 		return true;
 	return w->deadline_us < job->run_until;
 }

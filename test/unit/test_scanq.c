@@ -673,7 +673,9 @@ static struct {
 	uint64_t key;
 	int scans_before; /* fake scans started when it last ran */
 	void *ctx;
-} prep = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	bool block; /* it waits until this is cleared */
+	pthread_cond_t cond;
+} prep = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static void prep_reset(void)
 {
@@ -682,6 +684,15 @@ static void prep_reset(void)
 	prep.key = 0;
 	prep.scans_before = -1;
 	prep.ctx = NULL;
+	prep.block = false;
+	pthread_mutex_unlock(&prep.lock);
+}
+
+static void prep_unblock(void)
+{
+	pthread_mutex_lock(&prep.lock);
+	prep.block = false;
+	pthread_cond_broadcast(&prep.cond);
 	pthread_mutex_unlock(&prep.lock);
 }
 
@@ -694,6 +705,8 @@ static void count_prepare(void *ctx, uint64_t key)
 	prep.key = key;
 	prep.ctx = ctx;
 	prep.scans_before = scans;
+	while (prep.block)
+		pthread_cond_wait(&prep.cond, &prep.lock);
 	pthread_mutex_unlock(&prep.lock);
 }
 
@@ -807,6 +820,44 @@ static void test_prepared_does_not_join_running_scan(void **state)
 	assert_true(wait_done(&a, 5000) && wait_done(&b, 5000));
 	assert_int_equal(fake_nscans(), 2);
 	assert_int_equal(prep.calls, 1);
+	scanq_free(q);
+}
+
+/*
+ * A write-back that takes long (a large dirty mapping, a slow backend)
+ * does not hold its waiters past their deadlines: each is answered at its
+ * own, also one that joined without needing the write-back.
+ */
+static void test_waiters_answered_at_deadline_during_write_back(void **state)
+{
+	struct scanq *q = new_queue(1, 300, 0);
+	struct twaiter gate, a, b;
+	uint64_t t0;
+
+	(void)state;
+	prep_reset();
+	pthread_mutex_lock(&prep.lock);
+	prep.block = true;
+	pthread_mutex_unlock(&prep.lock);
+	twaiter_init(&gate, false);
+	twaiter_init(&a, false);
+	twaiter_init(&b, false);
+	fake.fast_from = 741; /* 741's scan itself never blocks */
+	assert_int_equal(submit(q, 740, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	t0 = now_ms();
+	assert_int_equal(submit(q, 741, 100, 2000, &a), 0);
+	assert_int_equal(submit_prepared(q, 741, 1000, &b, 3), 0);
+	fake_release(740);
+	assert_true(wait_done(&gate, 5000));
+	/* the write-back is under way, and stays so */
+	assert_true(wait_done(&a, 3000) && wait_done(&b, 3000));
+	assert_int_equal(prep.calls, 1);
+	assert_true(now_ms() - t0 < 2000);
+	assert_int_equal(a.o.res.cat, CDP_ERR_TIMEOUT);
+	assert_int_equal(b.o.res.cat, CDP_ERR_TIMEOUT);
+	assert_int_equal(fake_nscans(), 1);
+	prep_unblock();
 	scanq_free(q);
 }
 
@@ -1431,6 +1482,8 @@ int main(void)
 		cmocka_unit_test(test_prepared_join_adds_write_back),
 		cmocka_unit_test(test_prepared_does_not_join_running_scan),
 		cmocka_unit_test(test_prepared_waiter_leaves_running_scan),
+		cmocka_unit_test(
+			test_waiters_answered_at_deadline_during_write_back),
 		cmocka_unit_test(test_joiner_keeps_its_own_deadline_queued),
 		cmocka_unit_test(test_earlier_deadline_answered_while_scanned),
 		cmocka_unit_test(test_free_cancels_queued),
