@@ -210,7 +210,7 @@ static void found_form(char *buf, size_t len, const char *mountpoint,
 void detect_report(struct detect *d, const struct detection *det)
 {
 	char path[PATH_MAX * 4 + 8], sig[512], proc[64], qproc[160], user[64],
-		quser[160], found[PATH_MAX * 6], uid[16], pid[16],
+		quser[160], found[LOG_TAIL_MAX], uid[16], pid[16],
 		*file_path = NULL;
 
 	process_name(det->pid, proc, sizeof(proc));

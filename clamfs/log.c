@@ -205,17 +205,19 @@ static void log_vemit(enum log_level level, const char *id,
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO,
 				   LOG_DEBUG};
-	char line[8192 + sizeof(log_mount)];
-	size_t used;
+	char line[8192 + sizeof(log_mount) + 2 + LOG_TAIL_MAX];
+	size_t used, tail_len = tail ? strnlen(tail, LOG_TAIL_MAX) : 0;
+	size_t room;
 	int len;
 
 	if (level > __atomic_load_n(&log_max, __ATOMIC_RELAXED))
 		return;
-	len = vsnprintf(line, 8192, fmt, ap);
-	used = len < 0 ? 0 : (size_t)len < 8192 ? (size_t)len : 8191;
-	len = snprintf(line + used, sizeof(line) - used, "%s%s%s", log_mount,
-		       tail ? ": " : "", tail ? tail : "");
-	(void)len; /* a tail too long is cut: the fields carry it whole */
+	/* what fmt may fill, so that mount and tail always fit after it */
+	room = sizeof(line) - strlen(log_mount) - (tail ? 2 + tail_len : 0);
+	len = vsnprintf(line, room, fmt, ap);
+	used = len < 0 ? 0 : (size_t)len < room ? (size_t)len : room - 1;
+	snprintf(line + used, sizeof(line) - used, "%s%s%.*s", log_mount,
+		 tail ? ": " : "", (int)tail_len, tail ? tail : "");
 	if (log_to_syslog)
 		syslog(prio[level], "%s", line);
 	else if (!journal_stream())

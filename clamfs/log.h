@@ -66,11 +66,15 @@ void log_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The longest tail of an event line that is kept whole. */
+#define LOG_TAIL_MAX 24576
+
 /*
  * An event: the line as fmt says, then the mount, then ": " and tail when
  * tail is not NULL (so a line can end as clamd's "PATH: SIG FOUND" do);
  * in the journal also MESSAGE_ID=id and the n fields (a NULL value is
- * left out).
+ * left out). A line too long is cut in its fmt part: the tail (up to
+ * LOG_TAIL_MAX bytes) always ends it, as rules that match it expect.
  */
 void log_event(enum log_level level, const char *id,
 	       const struct log_field *fields, size_t n, const char *tail,

@@ -112,12 +112,52 @@ static void test_journal_native_then_stderr(void **state)
 	rmdir(dir);
 }
 
+/*
+ * A name can make the fields before the tail as long as it likes: they are
+ * cut, and the line still ends in "PATH: SIG FOUND" for the rules that
+ * look for it.
+ */
+static void test_long_line_keeps_its_tail(void **state)
+{
+	static char big[12000], err[40000], tail[LOG_TAIL_MAX];
+	FILE *errf = tmpfile();
+	int saved = dup(STDERR_FILENO);
+	size_t n, want, off;
+
+	(void)state;
+	memset(big, 'a', sizeof(big) - 1);
+	memset(tail, 'p', sizeof(tail) - 1);
+	memcpy(tail + sizeof(tail) - 12, ": T FOUND", 10);
+	assert_non_null(errf);
+	unsetenv("JOURNAL_STREAM");
+	assert_int_equal(dup2(fileno(errf), STDERR_FILENO), STDERR_FILENO);
+	log_set_mount("/srv/s");
+	log_event(LOG_LEVEL_WARN, LOG_ID_INFECTED, NULL, 0, tail,
+		  "infected path=\"%s\"", big);
+	fflush(stderr);
+	rewind(errf);
+	n = fread(err, 1, sizeof(err) - 1, errf);
+	err[n] = '\0';
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	fclose(errf);
+	want = strlen(tail) + strlen(" mount=\"/srv/s\": \n");
+	assert_true(n > want + 8192);
+	/* "clamfs: " or, once the journal test ran, "<4>" (once per run) */
+	off = strncmp(err, "<4>", 3) == 0 ? 3 : 8;
+	assert_memory_equal(err + off, "infected path=\"aaa", 18);
+	assert_memory_equal(err + n - want, " mount=\"/srv/s\": ", 17);
+	assert_string_equal(err + n - want + 17 + strlen(tail), "\n");
+	assert_memory_equal(err + n - want + 17, tail, strlen(tail));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_burst_then_count),
 		cmocka_unit_test(test_quiet_kind_always_passes),
 		cmocka_unit_test(test_journal_native_then_stderr),
+		cmocka_unit_test(test_long_line_keeps_its_tail),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
