@@ -53,28 +53,32 @@ static bool link_target(int dir, const char *name, char *buf, size_t len)
 }
 
 /*
- * The mount id of what a /proc magic link leads to. The cached attributes
- * only: never a request to a file system (ours, or a hung NFS server).
+ * Whether what a /proc magic link leads to is the backend's file system
+ * seen other than through our mount. The cached attributes only: never a
+ * request to a file system (ours, or a hung NFS server).
  */
-static bool link_mnt_id(int dir, const char *name, uint64_t *mnt_id)
+static bool link_is_raw(const struct scan *s, int dir, const char *name)
 {
 	struct statx stx;
 
 	if (statx(dir, name, AT_STATX_DONT_SYNC, STATX_MNT_ID, &stx) != 0 ||
 	    !(stx.stx_mask & STATX_MNT_ID))
 		return false;
-	*mnt_id = stx.stx_mnt_id;
-	return true;
+	/*
+	 * The device too: a dead clamfs mount left beneath or below ours,
+	 * or another namespace's file system at the same path, is not the
+	 * backend (nor, so, is a file system mounted below the backend).
+	 */
+	return stx.stx_mnt_id != s->fuse_mnt_id &&
+	       makedev(stx.stx_dev_major, stx.stx_dev_minor) == s->backend_dev;
 }
 
-/* A path beneath the backend on a mount other than ours. */
+/* A path beneath the backend, on its file system, not through our mount. */
 static bool raw_link(const struct scan *s, int dir, const char *name,
 		     char *target, size_t len)
 {
-	uint64_t id;
-
 	return link_target(dir, name, target, len) && beneath(s, target) &&
-	       link_mnt_id(dir, name, &id) && id != s->fuse_mnt_id;
+	       link_is_raw(s, dir, name);
 }
 
 static void scan_dirs(const struct scan *s, int pid_dir, struct holder *h)
@@ -295,6 +299,7 @@ out:
 void holders_warn(const char *backend, dev_t dev, unsigned wait_ms)
 {
 	struct holders_job *job = calloc(1, sizeof(*job));
+	pthread_condattr_t cattr;
 	pthread_attr_t attr;
 	pthread_t thread;
 	struct timespec until;
@@ -306,14 +311,18 @@ void holders_warn(const char *backend, dev_t dev, unsigned wait_ms)
 	job->dev = dev;
 	job->refs = 2;
 	pthread_mutex_init(&job->lock, NULL);
-	pthread_cond_init(&job->done_cond, NULL);
+	/* a clock step at boot must not stretch the wait */
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&job->done_cond, &cattr);
+	pthread_condattr_destroy(&cattr);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&thread, &attr, holders_main, job) != 0) {
 		job->refs = 1;
 		goto out;
 	}
-	clock_gettime(CLOCK_REALTIME, &until);
+	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += wait_ms / 1000;
 	until.tv_nsec += (long)(wait_ms % 1000) * 1000000;
 	if (until.tv_nsec >= 1000000000) {

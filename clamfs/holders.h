@@ -30,8 +30,8 @@ struct holder {
 /*
  * Calls found for each process other than skip_pid (ourselves) that holds
  * something beneath backend (an absolute path without a trailing '/') that
- * is not on the mount with id fuse_mnt_id (statx's stx_mnt_id; the clamfs
- * mount, on top of it) and, for a mapping, is on device backend_dev.
+ * is on device backend_dev and not on the mount with id fuse_mnt_id
+ * (statx's stx_mnt_id; the clamfs mount, on top of it).
  * proc is "/proc" but for tests. Returns how many such processes there
  * are, or negative errno when proc cannot be read.
  */
