@@ -38,26 +38,29 @@ static bool check_dir(FILE *out, const char *what, const char *path)
 }
 
 /*
- * A directory, and not one a FUSE file system (a clamfs running, or a
- * dead one) covers already: mounting there again would stack a second
- * mount on it. Said as a warning, since a restart does just that.
+ * A directory, and not one a clamfs (running, or dead) covers already:
+ * mounting there again would stack a second mount on it. Said as a
+ * warning, since a restart does just that. Another FUSE file system there
+ * is fine: it may be the backend itself, protected in place.
  */
 static bool check_mountpoint(FILE *out, const char *path)
 {
 	char real[PATH_MAX], fstype[64];
 	struct stat st;
 
-	if (stat(path, &st) == -1 && errno == ENOTCONN) {
+	if (stat(path, &st) == -1) {
+		if (errno != ENOTCONN)
+			return check_dir(out, "mountpoint", path);
 		fprintf(out,
 			"mountpoint %s: warning: a dead FUSE mount is there "
 			"(a crashed daemon's): the mount replaces it\n",
 			path);
 		return true;
 	}
-	if (realpath(path, real) &&
+	if (S_ISDIR(st.st_mode) && realpath(path, real) &&
 	    mountpoint_fstype(MOUNTINFO_SELF, real, fstype, sizeof(fstype)) ==
 		    1 &&
-	    strncmp(fstype, "fuse", 4) == 0 && S_ISDIR(st.st_mode)) {
+	    strcmp(fstype, "fuse.clamfs") == 0) {
 		fprintf(out,
 			"mountpoint %s: warning: %s is mounted there already; "
 			"a second mount would cover it (clamfs --stats %s "
