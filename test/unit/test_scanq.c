@@ -688,6 +688,27 @@ static void prep_reset(void)
 	pthread_mutex_unlock(&prep.lock);
 }
 
+/* Reads prep's fields under its lock: the scanner thread writes them. */
+static int prep_get(const int *field)
+{
+	int v;
+
+	pthread_mutex_lock(&prep.lock);
+	v = *field;
+	pthread_mutex_unlock(&prep.lock);
+	return v;
+}
+
+static uint64_t prep_get_key(void)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&prep.lock);
+	v = prep.key;
+	pthread_mutex_unlock(&prep.lock);
+	return v;
+}
+
 static void prep_unblock(void)
 {
 	pthread_mutex_lock(&prep.lock);
@@ -750,7 +771,7 @@ static void test_prepared_joins_queued_scan(void **state)
 	assert_int_equal(submit(q, 701, 100, 3000, &c), 0); /* no writer */
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.joined, 2);
-	assert_int_equal(prep.calls, 0);
+	assert_int_equal(prep_get(&prep.calls), 0);
 	fake_release((ino_t)-1);
 	assert_true(wait_done(&a, 5000) && wait_done(&b, 5000) &&
 		    wait_done(&c, 5000));
@@ -789,9 +810,9 @@ static void test_prepared_join_adds_write_back(void **state)
 	fake_release((ino_t)-1);
 	assert_true(wait_done(&a, 5000) && wait_done(&b, 5000));
 	assert_int_equal(fake_nscans(), 2);
-	assert_int_equal(prep.calls, 1);
-	assert_int_equal(prep.key, 7);
-	assert_int_equal(prep.scans_before, 1);
+	assert_int_equal(prep_get(&prep.calls), 1);
+	assert_int_equal(prep_get_key(), 7);
+	assert_int_equal(prep_get(&prep.scans_before), 1);
 	scanq_free(q);
 }
 
@@ -819,7 +840,7 @@ static void test_prepared_does_not_join_running_scan(void **state)
 	fake_release((ino_t)-1);
 	assert_true(wait_done(&a, 5000) && wait_done(&b, 5000));
 	assert_int_equal(fake_nscans(), 2);
-	assert_int_equal(prep.calls, 1);
+	assert_int_equal(prep_get(&prep.calls), 1);
 	scanq_free(q);
 }
 
@@ -852,7 +873,7 @@ static void test_waiters_answered_at_deadline_during_write_back(void **state)
 	assert_true(wait_done(&gate, 5000));
 	/* the write-back is under way, and stays so */
 	assert_true(wait_done(&a, 3000) && wait_done(&b, 3000));
-	assert_int_equal(prep.calls, 1);
+	assert_int_equal(prep_get(&prep.calls), 1);
 	assert_true(now_ms() - t0 < 2000);
 	assert_int_equal(a.o.res.cat, CDP_ERR_TIMEOUT);
 	assert_int_equal(b.o.res.cat, CDP_ERR_TIMEOUT);
@@ -891,7 +912,7 @@ static void test_prepared_waiter_leaves_running_scan(void **state)
 	assert_true(wait_done(&b, 5000));
 	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
 	assert_int_equal(fake_nscans(), 2);
-	assert_int_equal(prep.calls, 1);
+	assert_int_equal(prep_get(&prep.calls), 1);
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.joined, 1);
 	scanq_free(q);
