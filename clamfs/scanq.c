@@ -54,6 +54,10 @@ struct scan_job {
 	void (*prepare)(void *ctx, uint64_t key); /* set while queued */
 	void *prepare_ctx;
 	uint64_t prepare_key;
+	bool (*confirm)(void *ctx, int fd, const struct vcache_file *f);
+	void *confirm_ctx;
+	bool background_only; /* nobody but background submits joined */
+	int64_t not_before_ns;
 	int fd;
 	uint64_t gen;
 	uint64_t deadline_us; /* its creator's; each waiter has its own */
@@ -83,6 +87,7 @@ struct scanq_user {
 	uid_t uid;
 	unsigned int queued;  /* tickets in its lanes */
 	unsigned int waiters; /* its waiters on any scan, queued or running */
+	bool background;      /* its scans come after everybody else's */
 	struct ticket_queue lane[LANES];
 	bool in_ring, in_small_ring;
 	TAILQ_ENTRY(scanq_user) ring_link;	 /* has any queued ticket */
@@ -297,18 +302,29 @@ static void waiter_leave(struct scanq *q, struct scan_waiter *w)
  */
 static struct scan_job *pick(struct scanq *q, bool small_only)
 {
-	struct scanq_user *u;
+	struct scanq_user *u, *bg = NULL;
 	struct scan_ticket *t;
 	struct scan_job *job;
 
+	/* background users only when nobody else has a scan queued */
 	if (small_only) {
-		u = TAILQ_FIRST(&q->small_ring);
+		TAILQ_FOREACH (u, &q->small_ring, small_ring_link) {
+			if (!u->background)
+				break;
+		}
 		if (!u)
 			return NULL;
 		TAILQ_REMOVE(&q->small_ring, u, small_ring_link);
 		TAILQ_INSERT_TAIL(&q->small_ring, u, small_ring_link);
 	} else {
-		u = TAILQ_FIRST(&q->ring);
+		TAILQ_FOREACH (u, &q->ring, ring_link) {
+			if (!u->background)
+				break;
+			if (!bg)
+				bg = u;
+		}
+		if (!u)
+			u = bg;
 		if (!u)
 			return NULL;
 		TAILQ_REMOVE(&q->ring, u, ring_link);
@@ -406,6 +422,10 @@ static struct scan_job *job_new(struct scanq *q, const struct scan_request *r,
 	job->prepare = r->prepare;
 	job->prepare_ctx = r->prepare_ctx;
 	job->prepare_key = r->prepare_key;
+	job->confirm = r->confirm;
+	job->confirm_ctx = r->confirm_ctx;
+	job->background_only = r->background;
+	job->not_before_ns = r->not_before_ns;
 	atomic_store(&job->interested, 1);
 	return job;
 }
@@ -631,6 +651,82 @@ static int attempt_ms(struct scan_job *job, bool *wake)
 	return ms;
 }
 
+static int64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool background_only(struct scanq *q, struct scan_job *job)
+{
+	bool bg;
+
+	pthread_mutex_lock(&q->lock);
+	bg = job->background_only;
+	pthread_mutex_unlock(&q->lock);
+	return bg;
+}
+
+/*
+ * A background scan started before its file's stamp has settled would
+ * give a verdict nobody may keep: it waits until not_before_ns (bounded),
+ * unless someone joins it meanwhile, who wants the verdict now. A thread
+ * that waits here is a general one, and only while no other scan is
+ * queued.
+ */
+static void hold_back(struct scanq *q, struct scan_job *job)
+{
+	int64_t until = job->not_before_ns,
+		cap = realtime_ns() + SCANQ_NOT_BEFORE_MAX_MS * 1000000LL;
+	struct timespec ts = {0};
+	int64_t left;
+
+	if (until > cap)
+		until = cap;
+	for (;;) {
+		left = until - realtime_ns();
+		if (left <= 0 || cdp_cancel_triggered(job->cancel) ||
+		    !background_only(q, job))
+			return;
+		/* short naps: a joiner must not wait out the whole delay */
+		ts.tv_nsec = left < 2000000 ? left : 2000000;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * Whether the job's confirm() (if any) still vouches for the stamp; a
+ * background scan of a file that changed is dropped (false), since
+ * whoever changed it will ask again.
+ */
+static bool confirmed(struct scanq *q, struct scan_job *job,
+		      struct scan_outcome *out)
+{
+	int64_t at;
+
+	if (!job->confirm)
+		return true;
+	at = realtime_ns();
+	if (job->confirm(job->confirm_ctx, job->fd, &job->file)) {
+		out->confirmed_ns = at;
+		return true;
+	}
+	pthread_mutex_lock(&q->lock);
+	if (!job->background_only) {
+		pthread_mutex_unlock(&q->lock);
+		return true;
+	}
+	/* decided under the lock: nobody joins a dropped scan any more */
+	unmap(job);
+	q->counters.background_dropped++;
+	pthread_mutex_unlock(&q->lock);
+	fail(&out->res, CDP_ERR_CANCELLED, ECANCELED,
+	     "changed before its background scan");
+	return false;
+}
+
 static void run_job(struct scanq *q, struct scan_job *job,
 		    struct scan_outcome *out)
 {
@@ -653,10 +749,14 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	out->tag = job->tag;
 	if (job->prepare && !cdp_cancel_triggered(job->cancel))
 		job->prepare(job->prepare_ctx, job->prepare_key);
+	if (job->not_before_ns)
+		hold_back(q, job);
 	if (cdp_cancel_triggered(job->cancel)) {
 		fail(&out->res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
 		goto out;
 	}
+	if (!confirmed(q, job, out))
+		goto out;
 	s = (struct scanq_scan){
 		.arg = cfg.scan_arg,
 		.pool = cfg.pool,
@@ -670,8 +770,11 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	};
 	pthread_mutex_lock(&q->lock);
 	s.timeout_ms = attempt_ms(job, &wake);
-	if (s.timeout_ms > 0)
+	if (s.timeout_ms > 0) {
 		q->counters.scans++;
+		if (job->background_only)
+			q->counters.background++;
+	}
 	pthread_mutex_unlock(&q->lock);
 	if (s.timeout_ms == 0) {
 		fail(&out->res, CDP_ERR_TIMEOUT, ETIMEDOUT,
@@ -682,6 +785,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	if (wake)
 		wake_reaper(q);
 	asked = true;
+	out->started_ns = realtime_ns();
 	for (;;) {
 		cfg.scan(&s, &out->res);
 		tries++;
@@ -1060,6 +1164,15 @@ static void log_rejected(uid_t uid, bool waiters, unsigned int bound)
 			 held_back);
 }
 
+static unsigned int queue_bound(const struct scanq *q,
+				const struct scanq_user *u)
+{
+	if (u->background &&
+	    q->cfg.max_queued_per_uid > SCANQ_MAX_QUEUED_BACKGROUND)
+		return SCANQ_MAX_QUEUED_BACKGROUND;
+	return q->cfg.max_queued_per_uid;
+}
+
 int scanq_submit(struct scanq *q, const struct scan_request *r,
 		 struct scan_waiter *w)
 {
@@ -1091,14 +1204,19 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		ret = -ENOMEM;
 		goto out;
 	}
+	if (!u->queued && !u->waiters)
+		u->background = r->background;
 	/* a job everybody gave up on is being cancelled: start afresh */
 	if (job && atomic_fetch_add(&job->interested, 1) == 0) {
 		atomic_fetch_sub(&job->interested, 1);
 		unmap(job);
 		job = NULL;
 	}
-	if (!job && u->queued >= q->cfg.max_queued_per_uid) {
-		q->counters.rejected++;
+	if (!job && u->queued >= queue_bound(q, u)) {
+		if (u->background)
+			q->counters.background_dropped++;
+		else
+			q->counters.rejected++;
 		ret = -EAGAIN;
 		goto out;
 	}
@@ -1137,8 +1255,17 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 			t->next = job->tickets;
 			job->tickets = t;
 		}
-		if (job->queued && !t->queued)
+		if (job->queued && !t->queued) {
 			ticket_enqueue(q, t);
+			/* a background scan no thread would take may now go */
+			if (job->background_only && !u->background) {
+				if (job->lane == LANE_SMALL)
+					pthread_cond_signal(&q->wake_small);
+				pthread_cond_signal(&q->wake);
+			}
+		}
+		if (!r->background)
+			job->background_only = false;
 		/* the scan thread reads it after taking the job, under lock */
 		if (r->prepare && !job->prepare) {
 			job->prepare = r->prepare;
@@ -1194,7 +1321,7 @@ out:
 	free(spare);
 	if (wake)
 		wake_reaper(q);
-	if (ret == -EAGAIN)
+	if (ret == -EAGAIN && !r->background)
 		log_rejected(r->uid, full_waiters,
 			     full_waiters ? q->cfg.max_waiters_per_uid
 					  : q->cfg.max_queued_per_uid);

@@ -25,6 +25,11 @@
  *   whichever comes first; the others leave their queues then) and its
  *   own deadline. A user with a long queue cannot delay, nor fail,
  *   another user's open of a file they share.
+ * - Background scans (scan_request.background: nobody waits for them
+ *   yet) come last: a thread takes one only when no other scan is
+ *   queued, and the small-file thread never does, so a user's open waits
+ *   behind at most one background scan per general thread. A user who
+ *   opens the file joins it and gives it a ticket of their own.
  * - A bound: a user may have at most max_queued_per_uid scans waiting
  *   for a thread (a ticket of a scan joined counts too), and at most
  *   max_waiters_per_uid waiters in all, queued, joined or running: by
@@ -95,6 +100,18 @@ struct scan_outcome {
 	uint64_t gen;	       /* vcache generation the scan began in */
 	uint64_t usec;	       /* time clamd took, retries included */
 	uint64_t tag;	       /* as given to scanq_submit */
+	/*
+	 * CLOCK_REALTIME when clamd was first asked, after prepare and
+	 * confirm (0: it never was): what the scan read may be older than
+	 * any stamp taken after this instant.
+	 */
+	int64_t started_ns;
+	/*
+	 * CLOCK_REALTIME just before the request's confirm() found the file
+	 * still as stamped and nobody writing it (0: no confirm, or it said
+	 * no): the stamp holds at this later instant too.
+	 */
+	int64_t confirmed_ns;
 	/*
 	 * The deadline passed before clamd was asked: nobody looked at the
 	 * file. Not a clamd failure, so on_error=allow does not apply (else
@@ -183,6 +200,10 @@ void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
 
 #define SCANQ_SMALL_BYTES	 (1024 * 1024)
 #define SCANQ_MAX_QUEUED_PER_UID 1024
+/* Background scans queued at once; each holds a descriptor. */
+#define SCANQ_MAX_QUEUED_BACKGROUND 256
+/* The longest a background scan is held back for not_before_ns. */
+#define SCANQ_NOT_BEFORE_MAX_MS 100
 
 struct scanq_config {
 	struct cdp_pool *pool;
@@ -264,6 +285,24 @@ struct scan_request {
 	void (*prepare)(void *ctx, uint64_t key);
 	void *prepare_ctx;
 	uint64_t prepare_key;
+	/*
+	 * Nobody waits for this scan yet (scanning ahead of a reader): it
+	 * waits in uid's queue behind every other scan (see the top), at
+	 * most SCANQ_MAX_QUEUED_BACKGROUND of them, and while nobody else
+	 * joins it, it does not start before not_before_ns (CLOCK_REALTIME;
+	 * held back SCANQ_NOT_BEFORE_MAX_MS at most).
+	 */
+	bool background;
+	int64_t not_before_ns;
+	/*
+	 * Optional, run on the scanner thread after prepare, right before
+	 * clamd is asked: whether the file open at fd is still as stamped in
+	 * f and nobody writes it (scan_outcome.confirmed_ns). A background
+	 * scan it says no to ends as cancelled: the file changed since, and
+	 * whoever changed it asks again. ctx must outlive the queue.
+	 */
+	bool (*confirm)(void *ctx, int fd, const struct vcache_file *f);
+	void *confirm_ctx;
 };
 
 /*
@@ -302,9 +341,12 @@ struct scanq_counters {
 	uint64_t cancelled;
 	uint64_t expired;  /* deadline passed while still queued */
 	uint64_t rejected; /* submits refused: the uid's queue was full */
-	uint64_t rejected_waiters; /* submits or joins refused: the uid had
-				    * max_waiters_per_uid waiting already */
-	unsigned int queued;	   /* waiting for a scanner thread now */
+	uint64_t rejected_waiters;   /* submits or joins refused: the uid had
+				      * max_waiters_per_uid waiting already */
+	uint64_t background;	     /* background scans clamd was asked for */
+	uint64_t background_dropped; /* refused (queue full) or the file
+				      * changed before it could start */
+	unsigned int queued;	     /* waiting for a scanner thread now */
 };
 
 void scanq_counters(struct scanq *q, struct scanq_counters *out);

@@ -8,6 +8,9 @@
  * a queued scan's last waiter, and scanq_reconfigure with scans under way.
  * Joins across uids (issue 22): a joiner keeps its own place in its own
  * queue and its own deadline, and counts against its uid's waiter bound.
+ * Background scans (issue 23) come last, never on the small-file thread,
+ * wait for not_before unless joined, are dropped when their confirm says
+ * the file changed, and are bounded.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1485,6 +1488,239 @@ static void test_reconfigure_under_way(void **state)
 	assert_int_equal(atomic_load(&releases), 2);
 }
 
+/* --- background scans (scanning ahead of a reader, issue 23) --- */
+
+static int64_t real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define BG_UID ((uid_t)-3)
+
+static int submit_bg(struct scanq *q, ino_t ino, off_t size, int64_t not_before,
+		     bool (*confirm)(void *, int, const struct vcache_file *),
+		     struct twaiter *t)
+{
+	struct vcache_file f = {.dev = 1, .ino = ino, .size = size};
+	struct scan_request r = {
+		.file = &f,
+		.fd = devnull,
+		.uid = BG_UID,
+		.background = true,
+		.not_before_ns = not_before,
+		.confirm = confirm,
+	};
+
+	return scanq_submit(q, &r, &t->w);
+}
+
+static void test_background_comes_last(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter gate, bg[2], fg[2];
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	assert_int_equal(submit(q, 200, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	for (int i = 0; i < 2; i++) {
+		twaiter_init(&bg[i], false);
+		assert_int_equal(submit_bg(q, 201 + i, 100, 0, NULL, &bg[i]),
+				 0);
+	}
+	/* queued after the background ones, scanned before them */
+	twaiter_init(&fg[0], false);
+	twaiter_init(&fg[1], false);
+	assert_int_equal(submit(q, 203, 100, 1000, &fg[0]), 0);
+	assert_int_equal(submit(q, 204, 100, 2000, &fg[1]), 0);
+	fake_release((ino_t)-1);
+	for (int i = 0; i < 2; i++)
+		assert_true(wait_done(&bg[i], 5000) && wait_done(&fg[i], 5000));
+	assert_int_equal(fake_nscans(), 5);
+	assert_int_equal(fake.order[1], 203);
+	assert_int_equal(fake.order[2], 204);
+	assert_int_equal(fake.order[3], 201);
+	assert_int_equal(fake.order[4], 202);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.background, 2);
+	assert_int_equal(cnt.scans, 5);
+	scanq_free(q);
+}
+
+static void test_small_thread_never_takes_background(void **state)
+{
+	struct scanq *q = new_queue(2, 10000, 0);
+	struct twaiter gate, bg, reader;
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	twaiter_init(&bg, false);
+	twaiter_init(&reader, false);
+	/* the general thread is busy: only the small-file thread is free */
+	assert_int_equal(submit(q, 210, BIG, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	pthread_mutex_lock(&fake.lock);
+	fake.fast_from = 211;
+	pthread_mutex_unlock(&fake.lock);
+	assert_int_equal(submit_bg(q, 211, 100, 0, NULL, &bg), 0);
+	usleep(100 * 1000);
+	assert_int_equal(fake_nscans(), 1);
+	assert_false(atomic_load(&bg.done));
+	/* a reader of the file joins it: the small-file thread takes it */
+	assert_int_equal(submit(q, 211, 100, 2000, &reader), 0);
+	assert_true(wait_done(&reader, 2000));
+	assert_true(wait_done(&bg, 2000));
+	assert_int_equal(reader.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(fake_nscans(), 2);
+	scanq_counters(q, &cnt);
+	/* a joined one is no background work any more */
+	assert_int_equal(cnt.background, 0);
+	assert_int_equal(cnt.joined, 1);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&gate, 5000));
+	scanq_free(q);
+}
+
+static void test_background_held_back_until_not_before(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter alone, bg, reader;
+	uint64_t t0;
+
+	(void)state;
+	twaiter_init(&alone, false);
+	pthread_mutex_lock(&fake.lock);
+	fake.fast_from = 0;
+	pthread_mutex_unlock(&fake.lock);
+	t0 = now_ms();
+	assert_int_equal(submit_bg(q, 220, 100, real_ns() + 60 * 1000000LL,
+				   NULL, &alone),
+			 0);
+	assert_true(wait_done(&alone, 2000));
+	assert_true(alone.at_ms - t0 >= 55);
+	assert_true(alone.o.started_ns >= real_ns() - 1000000000LL);
+	/* someone who wants the verdict now does not wait for it */
+	twaiter_init(&bg, false);
+	twaiter_init(&reader, false);
+	assert_int_equal(
+		submit_bg(q, 221, 100, real_ns() + 90 * 1000000LL, NULL, &bg),
+		0);
+	t0 = now_ms();
+	assert_int_equal(submit(q, 221, 100, 1000, &reader), 0);
+	assert_true(wait_done(&reader, 2000));
+	assert_true(reader.at_ms - t0 < 45);
+	assert_int_equal(fake_nscans(), 2);
+	scanq_free(q);
+}
+
+static bool confirm_no(void *ctx, int fd, const struct vcache_file *f)
+{
+	(void)ctx;
+	(void)fd;
+	(void)f;
+	return false;
+}
+
+static bool confirm_yes(void *ctx, int fd, const struct vcache_file *f)
+{
+	(void)ctx;
+	(void)f;
+	return fd >= 0;
+}
+
+static void test_background_confirm(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter changed, same;
+	struct scanq_counters cnt;
+	int64_t t0 = real_ns();
+
+	(void)state;
+	twaiter_init(&changed, false);
+	twaiter_init(&same, false);
+	pthread_mutex_lock(&fake.lock);
+	fake.fast_from = 0;
+	pthread_mutex_unlock(&fake.lock);
+	/* the file changed since it was stamped: no scan at all */
+	assert_int_equal(submit_bg(q, 230, 100, 0, confirm_no, &changed), 0);
+	assert_true(wait_done(&changed, 2000));
+	assert_int_equal(changed.o.res.verdict, CDP_ERROR);
+	assert_int_equal(changed.o.res.cat, CDP_ERR_CANCELLED);
+	assert_int_equal(changed.o.confirmed_ns, 0);
+	assert_int_equal(changed.o.started_ns, 0);
+	assert_int_equal(fake_nscans(), 0);
+	/* still as stamped: the confirmation's time comes with the verdict */
+	assert_int_equal(submit_bg(q, 231, 100, 0, confirm_yes, &same), 0);
+	assert_true(wait_done(&same, 2000));
+	assert_int_equal(same.o.res.verdict, CDP_CLEAN);
+	assert_true(same.o.confirmed_ns >= t0);
+	assert_true(same.o.started_ns >= same.o.confirmed_ns);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.background_dropped, 1);
+	assert_int_equal(cnt.background, 1);
+	scanq_free(q);
+}
+
+/*
+ * A waiter that joins a scan under way is told when the scan began, which
+ * is before its own stamp: the daemon keeps a verdict only if that
+ * instant, not the joiner's later stamp, was past the racy window.
+ */
+static void test_joiner_told_when_the_scan_began(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter first, joiner;
+	int64_t t0, t1;
+
+	(void)state;
+	twaiter_init(&first, false);
+	twaiter_init(&joiner, false);
+	t0 = real_ns();
+	assert_int_equal(submit(q, 240, 100, 1000, &first), 0);
+	assert_true(fake_wait_scans(1));
+	usleep(30 * 1000);
+	t1 = real_ns();
+	assert_int_equal(submit(q, 240, 100, 2000, &joiner), 0);
+	fake_release(240);
+	assert_true(wait_done(&first, 5000) && wait_done(&joiner, 5000));
+	assert_true(joiner.o.started_ns >= t0);
+	assert_true(joiner.o.started_ns < t1);
+	assert_int_equal(joiner.o.started_ns, first.o.started_ns);
+	assert_int_equal(joiner.o.confirmed_ns, 0);
+	scanq_free(q);
+}
+
+static void test_background_bound(void **state)
+{
+	enum { N = SCANQ_MAX_QUEUED_BACKGROUND + 1 };
+	struct scanq *q = new_queue(1, 10000, 0);
+	static struct twaiter bg[N];
+	struct twaiter gate;
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	assert_int_equal(submit(q, 300, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	for (int i = 0; i < N; i++) {
+		twaiter_init(&bg[i], false);
+		assert_int_equal(submit_bg(q, 1000 + i, 100, 0, NULL, &bg[i]),
+				 i < N - 1 ? 0 : -EAGAIN);
+	}
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.background_dropped, 1);
+	assert_int_equal(cnt.rejected, 0);
+	fake_release((ino_t)-1);
+	for (int i = 0; i < N - 1; i++)
+		assert_true(wait_done(&bg[i], 5000));
+	scanq_free(q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1518,6 +1754,12 @@ int main(void)
 		cmocka_unit_test(test_no_join_after_the_last_decision),
 		cmocka_unit_test(test_withdraw_last_waiter_of_queued_scan),
 		cmocka_unit_test(test_reconfigure_under_way),
+		cmocka_unit_test(test_background_comes_last),
+		cmocka_unit_test(test_small_thread_never_takes_background),
+		cmocka_unit_test(test_background_held_back_until_not_before),
+		cmocka_unit_test(test_background_confirm),
+		cmocka_unit_test(test_joiner_told_when_the_scan_began),
+		cmocka_unit_test(test_background_bound),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
