@@ -44,6 +44,7 @@ struct clamfs_fs {
 	size_t fd_root_len;
 	enum scan_mode scan_mode;
 	bool scan_on_close;
+	bool scan_ahead;
 	int quarantine_fd; /* -1 unless on_infected=quarantine */
 	const struct policy *policy;
 	struct vcache *vcache;
@@ -94,6 +95,11 @@ static inline struct detect *fs_detect(struct clamfs_fs *fs)
 static inline bool fs_scan_on_close(struct clamfs_fs *fs)
 {
 	return __atomic_load_n(&fs->scan_on_close, __ATOMIC_RELAXED);
+}
+
+static inline bool fs_scan_ahead(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->scan_ahead, __ATOMIC_RELAXED);
 }
 
 /* The request table handed to fuse_session_new (ops.c). */

@@ -79,12 +79,23 @@ static bool stamp_quiet(struct inode *inode, int fd, const struct stat *st)
 
 /* The scan queue all close scans wait in (no user has this uid). */
 #define CLOSE_SCAN_QUEUE ((uid_t)-2)
+/* The background queue of scans ahead of a reader (nor this one). */
+#define SCAN_AHEAD_QUEUE ((uid_t)-3)
+/*
+ * Scanned ahead: files up to this size (a bigger one's scan would hold
+ * a general scanner thread long), on filesystems whose racy window is
+ * at most the longest a background scan is held back (a coarse one's
+ * verdict could not be kept anyway).
+ */
+#define SCAN_AHEAD_MAX_BYTES	 (64LL * 1024 * 1024)
+#define SCAN_AHEAD_MAX_WINDOW_NS (SCANQ_NOT_BEFORE_MAX_MS * 1000000LL)
 
 /* An open (or close scan) waiting for its verdict. */
 struct pending {
 	struct scan_waiter w; /* first: the queue hands it back */
 	struct clamfs_fs *fs;
 	fuse_req_t req; /* NULL: a scan_on_close, nobody to reply to */
+	bool ahead;	/* with req NULL: a scan ahead, nothing to act on */
 	struct fuse_file_info fi;
 	bool is_create;
 	struct fuse_entry_param entry;
@@ -414,7 +425,26 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 	return allow;
 }
 
-static void maybe_cache(struct pending *p, const struct scan_outcome *o)
+/*
+ * The instant from which a write must have moved the file's stamp for
+ * the verdict to be kept: the stamp's (or a later confirmation's: the
+ * file still so and nobody writing it), but never after clamd was asked,
+ * since what a write made after that may not be in what clamd read. A
+ * waiter that joined a scan under way stamped after the scan began.
+ */
+static int64_t verdict_stamp_ns(const struct pending *p,
+				const struct scan_outcome *o)
+{
+	int64_t at = p->stamp.taken_ns;
+
+	if (o->confirmed_ns > at)
+		at = o->confirmed_ns;
+	if (o->started_ns < at)
+		at = o->started_ns;
+	return at;
+}
+
+static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 {
 	struct vcache *vc = fs_vcache(p->fs);
 	struct vcache_file f;
@@ -426,18 +456,24 @@ static void maybe_cache(struct pending *p, const struct scan_outcome *o)
 	 * the mount; a stamp too young to tell a same-tick rewrite from the
 	 * content scanned.
 	 */
-	if (o->res.verdict == CDP_ERROR || !p->stamp.quiet ||
-	    inode_write_seq(p->inode) != o->tag || !stamp_settled(&p->stamp) ||
-	    !stamp_quiet(p->inode, p->fd, &p->stamp.st))
-		return;
 	vcache_file_from_stat(&f, &p->stamp.st);
+	if (o->res.verdict == CDP_ERROR || !p->stamp.quiet ||
+	    inode_write_seq(p->inode) != o->tag ||
+	    !vcache_stamp_settled(&f, verdict_stamp_ns(p, o),
+				  p->stamp.window_ns) ||
+	    !stamp_quiet(p->inode, p->fd, &p->stamp.st))
+		return false;
 	vcache_insert(vc, &f,
 		      o->res.verdict == CDP_CLEAN ? VCACHE_CLEAN
 						  : VCACHE_INFECTED,
 		      o->res.text, o->gen);
 	/* a writer that came in meanwhile did not see the entry: drop it */
-	if (inode_writers(p->inode) != 0 || inode_write_seq(p->inode) != o->tag)
+	if (inode_writers(p->inode) != 0 ||
+	    inode_write_seq(p->inode) != o->tag) {
 		vcache_invalidate(vc, f.dev, f.ino);
+		return false;
+	}
+	return true;
 }
 
 static void close_scanned(struct pending *p, const struct scan_outcome *o)
@@ -461,6 +497,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		p->is_create ? &p->entry : NULL;
 	bool limits =
 		o->res.verdict == CDP_INFECTED && is_limits(fs, o->res.text);
+	bool cached;
 	int err = 0;
 
 	/* from here on no interrupt callback can run on p */
@@ -469,7 +506,15 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	if (o->res.verdict != CDP_ERROR && outage_end(&fs->clamd_outage))
 		log_event(LOG_LEVEL_NOTICE, LOG_ID_CLAMD_UP, NULL, 0, NULL,
 			  "clamd answers again: scanning resumes");
-	maybe_cache(p, o);
+	cached = maybe_cache(p, o);
+	if (p->ahead) {
+		/* for the next reader; whoever opens it acts on it */
+		if (cached)
+			stats_inc(&fs->stats, STAT_AHEAD_CACHED);
+		close(p->fd);
+		itab_forget(fs->itab, p->inode, 1);
+		goto out;
+	}
 	if (!p->req) {
 		close_scanned(p, o);
 		itab_forget(fs->itab, p->inode, 1);
@@ -573,6 +618,33 @@ static int reopen_readonly_as(fuse_req_t req, int fd)
 	return ret;
 }
 
+/*
+ * Scanner thread, right before a scan ahead: the file is still as
+ * stamped at its writer's close and nobody writes it, so that stamp may
+ * vouch for what the scan reads (scan_outcome.confirmed_ns).
+ */
+static bool stamp_still_quiet(void *ctx, int fd, const struct vcache_file *f)
+{
+	struct clamfs_fs *fs = ctx;
+	struct vcache_file now;
+	struct inode *inode;
+	struct stat st;
+	bool ok;
+
+	if (fstat(fd, &st) == -1)
+		return false;
+	vcache_file_from_stat(&now, &st);
+	if (now.dev != f->dev || now.ino != f->ino || now.size != f->size ||
+	    now.mtime_ns != f->mtime_ns || now.ctime_ns != f->ctime_ns)
+		return false;
+	inode = itab_find_ref(fs->itab, f->dev, f->ino);
+	if (!inode)
+		return false;
+	ok = stamp_quiet(inode, fd, &st);
+	itab_forget(fs->itab, inode, 1);
+	return ok;
+}
+
 static int submit(struct clamfs_fs *fs, struct pending *p)
 {
 	struct vcache_file f;
@@ -590,6 +662,16 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		.uid = p->req ? p->uid : CLOSE_SCAN_QUEUE,
 	};
 
+	if (p->ahead) {
+		r.uid = SCAN_AHEAD_QUEUE;
+		r.background = true;
+		/* a verdict can be kept once the stamp has settled */
+		r.not_before_ns = p->stamp.st.st_ctim.tv_sec * 1000000000LL +
+				  p->stamp.st.st_ctim.tv_nsec +
+				  p->stamp.window_ns + 1000000;
+		r.confirm = stamp_still_quiet;
+		r.confirm_ctx = fs;
+	}
 	if (p->req && inode_writers(p->inode) != 0) {
 		r.prepare = flush_writer_pages;
 		r.prepare_ctx = fs;
@@ -847,25 +929,37 @@ static int reopen_readonly_as_owner(int fd, const struct stat *st)
 	return ret;
 }
 
-/* Whether the policy wants a close scan of this file, and counts it. */
+/*
+ * Whether the policy wants this file scanned when its writer closes. A
+ * release carries no caller: for a close scan the owner, the uploader of
+ * a new file, is who exempt_uid/exempt_gid judge; a scan ahead is for
+ * whoever reads next, so only the path and size rules apply. Oversize
+ * files are left to the open-time rule; there is nobody to refuse here.
+ */
 static bool close_scan_wanted(struct clamfs_fs *fs, int fd,
-			      const struct stat *st)
+			      const struct stat *st, bool ahead)
 {
 	const struct policy *pol = fs_policy(fs);
 	char buf[PATH_MAX];
 	const char *rel = NULL;
 
-	if (st->st_size == 0)
+	if (st->st_size == 0 || (ahead && st->st_size > SCAN_AHEAD_MAX_BYTES))
 		return false;
 	if (policy_needs_path(pol))
 		rel = fs_fd_only_name(fs, fd, buf, sizeof(buf));
-	/*
-	 * A release carries no caller: the owner, the uploader of a new
-	 * file, is who exempt_uid/exempt_gid judge. Oversize files are left
-	 * to the open-time rule; there is nobody to refuse here.
-	 */
-	return policy_decide(pol, rel, st->st_uid, st->st_gid,
+	return policy_decide(pol, rel, ahead ? SCAN_AHEAD_QUEUE : st->st_uid,
+			     ahead ? (gid_t)SCAN_AHEAD_QUEUE : st->st_gid,
 			     (uint64_t)st->st_size) == POLICY_SCAN;
+}
+
+/*
+ * A scan ahead is worth its clamd time only if its verdict can be kept:
+ * nobody else writes the file, and its filesystem's racy window is short
+ * enough to wait out.
+ */
+static bool ahead_keepable(const struct stamp *st)
+{
+	return st->quiet && st->window_ns <= SCAN_AHEAD_MAX_WINDOW_NS;
 }
 
 void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
@@ -873,6 +967,7 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	struct generation *pin = NULL;
 	struct pending *p = NULL;
 	struct stamp st;
+	bool ahead;
 	int rfd;
 
 	if (inode_type(inode) == S_IFREG)
@@ -885,10 +980,15 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	if (may_write(flags))
 		gate_note_write(fs, inode);
 	if (!may_write(flags) || inode_writers_add(inode, -1) != 0 ||
-	    !fs_scan_on_close(fs) || inode_type(inode) != S_IFREG)
+	    inode_type(inode) != S_IFREG)
+		goto out;
+	/* scan_on_close acts on what it finds; a scan ahead only tells */
+	ahead = !fs_scan_on_close(fs);
+	if (ahead && !fs_scan_ahead(fs))
 		goto out;
 	pin = fs_pin(fs);
-	if (stamp_fd(fs, fd, &st) != 0 || !close_scan_wanted(fs, fd, &st.st))
+	if (stamp_fd(fs, fd, &st) != 0 ||
+	    !close_scan_wanted(fs, fd, &st.st, ahead))
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
 	rfd = reopen_readonly_as_owner(fd, &st.st);
@@ -899,15 +999,17 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	fd = -1;
 	if (stamp_fd(fs, rfd, &st) == 0) {
 		st.quiet = stamp_quiet(inode, rfd, &st.st);
-		p = pending_new(fs, inode, rfd, &st);
+		if (!ahead || ahead_keepable(&st))
+			p = pending_new(fs, inode, rfd, &st);
 	}
 	if (!p) {
 		close(rfd);
 		goto out;
 	}
+	p->ahead = ahead;
 	p->uid = st.st.st_uid;
 	p->gid = st.st.st_gid;
-	stats_inc(&fs->stats, STAT_CLOSE_SCANS);
+	stats_inc(&fs->stats, ahead ? STAT_AHEAD_SCANS : STAT_CLOSE_SCANS);
 	/* nothing else keeps the inode alive until the verdict is in */
 	itab_find_ref(fs->itab, inode_dev(inode), inode_ino(inode));
 	if (submit(fs, p) != 0) {

@@ -203,6 +203,11 @@ const struct opt_row optable[] = {
 	 .offset = FIELD(scan_on_close), .def = "no",
 	 .help = "scan a file when its last writer closes",
 	 .reload = RELOAD_LIVE},
+	{.name = "scan_ahead", .section = "scan", .type = OPT_FLAG,
+	 .offset = FIELD(scan_ahead), .def = "yes",
+	 .help = "scan a file written through the mount in the background "
+		 "once its last writer closes, for the next reader",
+	 .reload = RELOAD_LIVE},
 	/* [cache] */
 	{.name = "cache_entries", .section = "cache", .type = OPT_ULONG,
 	 .offset = FIELD(cache_entries), .max = 100000000UL, .def = "100000",

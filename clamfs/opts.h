@@ -64,6 +64,7 @@ struct clamfs_opts {
 	unsigned int version_check; /* seconds between VERSION; 0: never */
 	unsigned int clamd_wait;    /* seconds to wait for clamd at start */
 	bool scan_on_close;
+	bool scan_ahead;
 	char *quarantine_dir;
 	char *infected_cmd;
 	unsigned int infected_cmd_rate; /* runs per minute at most */

@@ -89,6 +89,12 @@ static const struct prom_row table[] = {
 		"Opens interrupted while they waited for a scan."),
 	COUNTER("close_scans", "clamfs_close_scans_total",
 		"Scans of files when a write was closed."),
+	COUNTER("ahead_scans", "clamfs_ahead_scans_total",
+		"Background scans of files written through the mount, asked "
+		"for when the last writer closed."),
+	COUNTER("ahead_cached", "clamfs_ahead_cached_total",
+		"Background scans whose verdict the cache kept for the next "
+		"reader."),
 	COUNTER("quarantined", "clamfs_quarantined_total",
 		"Infected files moved to the quarantine."),
 	COUNTER("deleted", "clamfs_deleted_total", "Infected files deleted."),
@@ -178,6 +184,13 @@ static const struct prom_row table[] = {
 	COUNTER("scans_rejected_waiters", "clamfs_scans_rejected_waiters_total",
 		"Scan requests refused: the user had too many opens waiting "
 		"for verdicts, joined ones included."),
+	COUNTER("scans_background", "clamfs_scans_background_total",
+		"Background scans clamd was asked for that nobody had joined "
+		"yet."),
+	COUNTER("scans_background_dropped",
+		"clamfs_scans_background_dropped_total",
+		"Background scans dropped: their queue was full, or the file "
+		"changed before they could start."),
 	GAUGE("inodes", "clamfs_inodes",
 	      "Files and directories the daemon holds a descriptor of."),
 	/* for people; monitors take the start time (time() - it) */

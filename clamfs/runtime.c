@@ -304,6 +304,7 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 			 "could change during the scan");
 	fs->policy = &opts->policy;
 	fs->scan_on_close = opts->scan_on_close;
+	fs->scan_ahead = opts->scan_ahead;
 	if (opts->policy.on_infected == INFECTED_QUARANTINE) {
 		fs->quarantine_fd = open_quarantine(opts->quarantine_dir);
 		if (fs->quarantine_fd < 0)
@@ -786,6 +787,8 @@ static void publish(struct runtime *rt, struct generation *g,
 	__atomic_store_n(&fs->detect, next->detect, __ATOMIC_RELEASE);
 	__atomic_store_n(&fs->policy, &next->opts->policy, __ATOMIC_RELEASE);
 	__atomic_store_n(&fs->scan_on_close, next->opts->scan_on_close,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->scan_ahead, next->opts->scan_ahead,
 			 __ATOMIC_RELAXED);
 	if (new_pool) {
 		/*

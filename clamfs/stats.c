@@ -23,6 +23,8 @@ static const char *const names[STAT_COUNT] = {
 	[STAT_ERRORS_ALLOWED] = "opens_error_allowed",
 	[STAT_INTERRUPTED] = "opens_interrupted",
 	[STAT_CLOSE_SCANS] = "close_scans",
+	[STAT_AHEAD_SCANS] = "ahead_scans",
+	[STAT_AHEAD_CACHED] = "ahead_cached",
 	[STAT_QUARANTINED] = "quarantined",
 	[STAT_DELETED] = "deleted",
 	[STAT_HOOK_RUNS] = "hook_runs",
@@ -213,9 +215,12 @@ static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
 		   "\nscan_retries=%" PRIu64 "\nscans_cancelled=%" PRIu64
 		   "\nscans_queued=%u\nscans_expired=%" PRIu64
 		   "\nscans_rejected=%" PRIu64
-		   "\nscans_rejected_waiters=%" PRIu64 "\n",
+		   "\nscans_rejected_waiters=%" PRIu64
+		   "\nscans_background=%" PRIu64
+		   "\nscans_background_dropped=%" PRIu64 "\n",
 		   qc->scans, qc->joined, qc->retries, qc->cancelled,
-		   qc->queued, qc->expired, qc->rejected, qc->rejected_waiters);
+		   qc->queued, qc->expired, qc->rejected, qc->rejected_waiters,
+		   qc->background, qc->background_dropped);
 	used = put(buf, len, used,
 		   "inodes=%zu\nuptime_seconds=%lld\nstart_time_seconds=%lld\n"
 		   "version=%s\n",

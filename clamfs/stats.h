@@ -30,6 +30,8 @@ enum stat_counter {
 	STAT_ERRORS_ALLOWED, /* opens let through after a scan error */
 	STAT_INTERRUPTED,
 	STAT_CLOSE_SCANS,
+	STAT_AHEAD_SCANS,  /* background scans asked for after a write */
+	STAT_AHEAD_CACHED, /* ... whose verdict the cache kept */
 	STAT_QUARANTINED,
 	STAT_DELETED,
 	STAT_HOOK_RUNS,

@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Scanning ahead (issue 23, item 2): a file written through the mount is
+# scanned in the background once its last writer closes it, so its first
+# reader finds a verdict instead of waiting for clamd. The verdict only
+# fills the cache: it must never be trusted for content the scan did not
+# see (a rewrite on the backend, a writer still holding the file), never be
+# made for names the policy excludes, and never on a backend whose coarse
+# timestamps would not let it be kept.
+import os
+import threading
+import time
+
+import pytest
+
+from fsutil import LoopFs
+from scanutil import (delta, detections, mount_scan, stats, try_read,
+                      wait_for)
+
+CLEAN = b"C" * 68  # as long as the EICAR test file
+
+
+def write_through(path, data):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def mount_ahead(mount_clamfs, clamd, *opts, **kw):
+    # the default racy window: learnt (20 ms) on the ext4 the tests use
+    return mount_scan(mount_clamfs, clamd, "racy_window=2", *opts, **kw)
+
+
+def settled(m, n, timeout=10):
+    """Waits until n scans ahead were answered (cached or not)."""
+    def done():
+        s = stats(m.mnt)
+        return s["ahead_scans"] >= n and s["scans_queued"] == 0 and \
+            s["scans"] + s["scans_background_dropped"] >= n
+    assert wait_for(done, timeout), stats(m.mnt)
+    time.sleep(0.2)  # the last verdict is stored after it is counted
+    return stats(m.mnt)
+
+
+def test_files_written_through_the_mount_are_read_from_the_cache(
+        mount_clamfs, clamd):
+    m = mount_ahead(mount_clamfs, clamd)
+    names = ["f%02d" % i for i in range(20)]
+    for n in names:
+        write_through(m.m(n), CLEAN + n.encode())
+    before = settled(m, len(names))
+    assert before["ahead_cached"] == len(names), before
+    assert before["scans_background"] == len(names), before
+    for n in names:
+        assert try_read(m.m(n)) == ("ok", CLEAN + n.encode())
+    d = delta(before, stats(m.mnt), "scans", "opens_cache_hit")
+    assert d == {"scans": 0, "opens_cache_hit": len(names)}
+
+
+def test_infected_upload_is_refused_from_the_ahead_verdict(mount_clamfs,
+                                                           clamd):
+    m = mount_ahead(mount_clamfs, clamd)
+    write_through(m.m("up.com"), clamd.eicar)
+    before = settled(m, 1)
+    assert before["ahead_cached"] == 1
+    # nothing is acted on, nor logged, until somebody opens it
+    assert detections(m) == []
+    assert os.path.exists(m.b("up.com"))
+    assert try_read(m.m("up.com")) == ("err", "EACCES")
+    d = delta(before, stats(m.mnt), "scans", "opens_cache_hit",
+              "opens_denied")
+    assert d == {"scans": 0, "opens_cache_hit": 1, "opens_denied": 1}
+    det = detections(m)
+    assert len(det) == 1 and det[0]["cached"] == "yes", det
+
+
+def test_quarantine_acts_on_open_after_an_ahead_verdict(mount_clamfs, clamd,
+                                                        tmp_path):
+    qdir = tmp_path / "q"
+    qdir.mkdir(mode=0o700)
+    m = mount_ahead(mount_clamfs, clamd, "on_infected=quarantine",
+                    "quarantine_dir=%s" % qdir)
+    write_through(m.m("up.com"), clamd.eicar)
+    settled(m, 1)
+    assert os.path.exists(m.b("up.com"))
+    assert try_read(m.m("up.com")) == ("err", "EACCES")
+    assert not os.path.exists(m.b("up.com"))
+    assert len(detections(m)) == 1
+
+
+def test_backend_rewrite_after_close_is_never_served_from_the_ahead_verdict(
+        mount_clamfs, clamd):
+    """A client of the backend rewrites the file, same size, at every
+    moment of the scan ahead's life: before it is held back, while it
+    waits for the racy window, while clamd reads, after it. Every open
+    must see the rewrite refused."""
+    m = mount_ahead(mount_clamfs, clamd)
+    delays = [0, 0.001, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.3]
+    for i, delay in enumerate(delays):
+        name = "r%02d" % i
+        write_through(m.m(name), CLEAN)
+        time.sleep(delay)
+        fd = os.open(m.b(name), os.O_WRONLY)
+        try:
+            os.pwrite(fd, clamd.eicar, 0)
+        finally:
+            os.close(fd)
+    settled(m, len(delays))
+    for i, delay in enumerate(delays):
+        assert try_read(m.m("r%02d" % i)) == ("err", "EACCES"), delay
+
+
+def test_writer_holding_the_file_keeps_the_ahead_verdict_out(mount_clamfs,
+                                                             clamd):
+    """A writer on the backend holds the file across the scan ahead and
+    stores through a shared mapping afterwards, which moves no stamp: the
+    verdict must not be kept."""
+    import mmap
+    m = mount_ahead(mount_clamfs, clamd)
+    write_through(m.m("held"), CLEAN)
+    fd = os.open(m.b("held"), os.O_RDWR)
+    try:
+        mm = mmap.mmap(fd, len(CLEAN))
+        mm[0:1] = b"C"  # the first store: the page is writable from now on
+        # not made (the writer was there at the close) or not kept (it
+        # was there when the scan would start)
+        time.sleep(0.5)
+        assert stats(m.mnt)["ahead_cached"] == 0
+        mm[:] = clamd.eicar
+        mm.close()
+    finally:
+        os.close(fd)
+    assert try_read(m.m("held")) == ("err", "EACCES")
+
+
+def test_excluded_names_and_big_files_are_not_scanned_ahead(mount_clamfs,
+                                                            clamd):
+    m = mount_ahead(mount_clamfs, clamd, "exclude=skip/**")
+    os.mkdir(m.m("skip"))
+    write_through(m.m("skip", "x"), CLEAN)
+    write_through(m.m("empty"), b"")
+    with open(m.m("big"), "wb") as f:
+        f.truncate(64 * 1024 * 1024 + 1)
+    write_through(m.m("small"), CLEAN)
+    s = settled(m, 1)
+    assert s["ahead_scans"] == 1 and s["scans"] == 1, s
+
+
+def test_scan_ahead_can_be_turned_off(mount_clamfs, clamd):
+    m = mount_ahead(mount_clamfs, clamd, "scan_ahead=no")
+    write_through(m.m("f"), CLEAN)
+    time.sleep(0.3)
+    before = stats(m.mnt)
+    assert before["ahead_scans"] == 0 and before["scans"] == 0
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    assert delta(before, stats(m.mnt), "scans") == {"scans": 1}
+
+
+def test_scan_on_close_takes_precedence(mount_clamfs, clamd):
+    m = mount_ahead(mount_clamfs, clamd, "scan_on_close",
+                    "on_infected=delete")
+    write_through(m.m("up.com"), clamd.eicar)
+    assert wait_for(lambda: not os.path.exists(m.b("up.com")), 5)
+    s = stats(m.mnt)
+    assert s["ahead_scans"] == 0 and s["close_scans"] == 1, s
+
+
+@pytest.fixture
+def coarse_backend(mount_clamfs):
+    """ext4 with 128-byte inodes: timestamps keep whole seconds."""
+    fs = LoopFs(mount_clamfs.tempdir("clamfs-ahead"), 32,
+                ["mkfs.ext4", "-q", "-F", "-I", "128"])
+    try:
+        yield fs.path
+    finally:
+        fs.close()
+
+
+def test_no_scan_ahead_where_timestamps_are_coarse(mount_clamfs, clamd,
+                                                   coarse_backend):
+    """Its verdict could not be kept for 2 s: clamd is not asked."""
+    m = mount_ahead(mount_clamfs, clamd, backend=coarse_backend)
+    write_through(m.m("f"), CLEAN)
+    time.sleep(0.3)
+    s = stats(m.mnt)
+    assert s["ahead_scans"] == 0 and s["scans"] == 0, s
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+
+
+def test_a_reader_never_waits_behind_a_flood_of_scans_ahead(mount_clamfs,
+                                                            clamd):
+    """One user unpacks thousands of files; another user's open of an
+    unscanned file is served before the backlog of background scans."""
+    m = mount_ahead(mount_clamfs, clamd)
+    os.makedirs(m.b("other"))
+    with open(m.b("other", "doc"), "wb") as f:
+        f.write(CLEAN)
+    stop = threading.Event()
+
+    def flood():
+        i = 0
+        while not stop.is_set():
+            write_through(m.m("w%05d" % i), CLEAN + str(i).encode())
+            i += 1
+
+    t = threading.Thread(target=flood)
+    t.start()
+    try:
+        assert wait_for(lambda: stats(m.mnt)["scans_queued"] >= 50, 20)
+        t0 = time.monotonic()
+        assert try_read(m.m("other", "doc")) == ("ok", CLEAN)
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        t.join()
+    # behind at most one background scan per general thread: a few ms;
+    # the backlog itself is many times that
+    assert took < 1.0, took
