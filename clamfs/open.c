@@ -631,7 +631,8 @@ static bool stamp_still_quiet(void *ctx, int fd, const struct vcache_file *f)
 	struct stat st;
 	bool ok;
 
-	if (fstat(fd, &st) == -1)
+	/* a temporary file removed unread needs no verdict */
+	if (fstat(fd, &st) == -1 || st.st_nlink == 0)
 		return false;
 	vcache_file_from_stat(&now, &st);
 	if (now.dev != f->dev || now.ino != f->ino || now.size != f->size ||
@@ -953,13 +954,15 @@ static bool close_scan_wanted(struct clamfs_fs *fs, int fd,
 }
 
 /*
- * A scan ahead is worth its clamd time only if its verdict can be kept:
- * nobody else writes the file, and its filesystem's racy window is short
- * enough to wait out.
+ * A scan ahead is worth its clamd time only if its verdict can be kept
+ * and used: nobody else writes the file, its filesystem's racy window is
+ * short enough to wait out, and it still has a name.
  */
 static bool ahead_keepable(const struct stamp *st)
 {
-	return st->quiet && st->window_ns <= SCAN_AHEAD_MAX_WINDOW_NS;
+	/* nobody will open a file removed before its last close */
+	return st->quiet && st->window_ns <= SCAN_AHEAD_MAX_WINDOW_NS &&
+	       st->st.st_nlink > 0;
 }
 
 void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)

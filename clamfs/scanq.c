@@ -57,6 +57,8 @@ struct scan_job {
 	bool (*confirm)(void *ctx, int fd, const struct vcache_file *f);
 	void *confirm_ctx;
 	bool background_only; /* nobody but background submits joined */
+	bool counts_fg;	      /* running, and somebody waits for it */
+	bool counts_bg;	      /* running as a background scan */
 	int64_t not_before_ns;
 	int fd;
 	uint64_t gen;
@@ -123,6 +125,8 @@ struct scanq {
 	pthread_t reaper;
 	bool reaper_started;
 	struct scanq_counters counters; /* under lock */
+	unsigned int running_fg; /* scans running that someone waits for */
+	unsigned int running_bg; /* background scans running */
 };
 
 const char *scan_mode_name(enum scan_mode mode)
@@ -296,6 +300,18 @@ static void waiter_leave(struct scanq *q, struct scan_waiter *w)
 }
 
 /*
+ * Under q->lock: whether a background scan may start. Not while a scan
+ * somebody waits for runs (clamd's CPU is theirs: on a small machine a
+ * background scan beside them would slow them down), and one at a time
+ * (the writer that caused it is working too). When stopping, anything:
+ * the queue is drained.
+ */
+static bool background_may_start(const struct scanq *q)
+{
+	return q->stopping || (q->running_fg == 0 && q->running_bg == 0);
+}
+
+/*
  * The next job for a scanner thread: the first user in line gives one job
  * (its small ones first) and goes to the back of the line. The job's
  * tickets in other users' queues leave them too.
@@ -323,7 +339,7 @@ static struct scan_job *pick(struct scanq *q, bool small_only)
 			if (!bg)
 				bg = u;
 		}
-		if (!u)
+		if (!u && bg && background_may_start(q))
 			u = bg;
 		if (!u)
 			return NULL;
@@ -335,7 +351,27 @@ static struct scan_job *pick(struct scanq *q, bool small_only)
 		t = TAILQ_FIRST(&u->lane[LANE_BIG]);
 	job = t->job;
 	job_dequeue(q, job);
+	if (job->background_only) {
+		job->counts_bg = true;
+		q->running_bg++;
+	} else {
+		job->counts_fg = true;
+		q->running_fg++;
+	}
 	return job;
+}
+
+/* Under q->lock, after the job's scan: it no longer counts as running. */
+static void job_stopped(struct scanq *q, struct scan_job *job)
+{
+	if (job->counts_fg)
+		q->running_fg--;
+	if (job->counts_bg)
+		q->running_bg--;
+	job->counts_fg = job->counts_bg = false;
+	/* a background scan may start now: the small-file thread cannot */
+	if (q->running_fg == 0 && q->running_bg == 0)
+		pthread_cond_signal(&q->wake);
 }
 
 static void unmap(struct scan_job *job)
@@ -861,6 +897,7 @@ static void *scanner_main(void *arg)
 		run_job(q, job, &outcome);
 
 		pthread_mutex_lock(&q->lock);
+		job_stopped(q, job);
 		job_end(q, job);
 		if (outcome.res.cat == CDP_ERR_CANCELLED)
 			q->counters.cancelled++;
@@ -1264,8 +1301,15 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 				pthread_cond_signal(&q->wake);
 			}
 		}
-		if (!r->background)
+		if (!r->background) {
 			job->background_only = false;
+			/* now somebody waits for it: no background scan beside
+			 */
+			if (job->counts_bg && !job->counts_fg) {
+				job->counts_fg = true;
+				q->running_fg++;
+			}
+		}
 		/* the scan thread reads it after taking the job, under lock */
 		if (r->prepare && !job->prepare) {
 			job->prepare = r->prepare;

@@ -26,10 +26,11 @@
  *   own deadline. A user with a long queue cannot delay, nor fail,
  *   another user's open of a file they share.
  * - Background scans (scan_request.background: nobody waits for them
- *   yet) come last: a thread takes one only when no other scan is
- *   queued, and the small-file thread never does, so a user's open waits
- *   behind at most one background scan per general thread. A user who
- *   opens the file joins it and gives it a ticket of their own.
+ *   yet) come last: one runs only when no other scan is queued or
+ *   running (clamd's CPU belongs to those somebody waits for), one at a
+ *   time, never on the small-file thread; so a user's open waits behind
+ *   at most one background scan. A user who opens the file joins it and
+ *   gives it a ticket of their own.
  * - A bound: a user may have at most max_queued_per_uid scans waiting
  *   for a thread (a ticket of a scan joined counts too), and at most
  *   max_waiters_per_uid waiters in all, queued, joined or running: by

@@ -445,6 +445,42 @@ def fleet_section():
             body + [""])
 
 
+# bench/realwork/run's results, one Markdown file a run, named
+# DATE-LANE*.md: the newest of each lane is shown
+REALWORK_RESULTS = os.path.join(TOP, "bench", "realwork", "results", "*.md")
+
+
+def realwork_section():
+    """The newest results of bench/realwork/run on each lane (measured
+    apart from the lanes' page runs), after the template's prose on them;
+    nothing while there are none. Quick runs (--quick) are not shown."""
+    newest = {}
+    for path in sorted(glob.glob(REALWORK_RESULTS)):
+        name = os.path.basename(path)
+        if "quick" in name:
+            continue
+        lane = name[len("YYYY-MM-DD-"):].split("-")[0].split(".")[0]
+        newest[lane] = path
+    if not newest:
+        return []
+    L = ["## Real work: unpack, search, build, list, remove", ""]
+    L += prose("realwork", results=", ".join(
+        "`%s`" % os.path.relpath(newest[k], TOP) for k in sorted(newest)))
+    for lane in sorted(newest, reverse=True):
+        with open(newest[lane]) as f:
+            body = f.read().splitlines()
+        title = next((l[2:] for l in body if l.startswith("# ")), lane)
+        body = [l for l in body if not l.startswith("# ") and
+                not l.startswith("<!--")]
+        while body and not body[0].strip():
+            body.pop(0)
+        while body and not body[-1].strip():
+            body.pop()
+        L += ["### %s: %s" % (lane.capitalize().replace("Debian", "Debian "),
+                               title), ""] + body + [""]
+    return L
+
+
 def render(lanes, img_rel):
     L = ["# clamfs benchmarks", ""]
     L += prose("intro", nlanes=len(lanes),
@@ -555,6 +591,7 @@ def render(lanes, img_rel):
         for what, c in J["cmds"]:
             L.append("%-16s %s" % (what + ":", depath_cmd(c)))
         L += ["```", ""]
+    L += realwork_section()
     L += fleet_section()
     L += prose("clamfs12") + ["```xml",
           (CLAMFS12_XML % {"socket": "CLAMD_SOCKET", "root": "BACKEND",

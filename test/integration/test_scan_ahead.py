@@ -33,11 +33,12 @@ def mount_ahead(mount_clamfs, clamd, *opts, **kw):
 
 
 def settled(m, n, timeout=10):
-    """Waits until n scans ahead were answered (cached or not)."""
+    """Waits until at least n scans ahead were asked for and every one
+    asked for was answered (made or dropped; only they scan here)."""
     def done():
         s = stats(m.mnt)
         return s["ahead_scans"] >= n and s["scans_queued"] == 0 and \
-            s["scans"] + s["scans_background_dropped"] >= n
+            s["scans"] + s["scans_background_dropped"] >= s["ahead_scans"]
     assert wait_for(done, timeout), stats(m.mnt)
     time.sleep(0.2)  # the last verdict is stored after it is counted
     return stats(m.mnt)
@@ -106,7 +107,9 @@ def test_backend_rewrite_after_close_is_never_served_from_the_ahead_verdict(
             os.pwrite(fd, clamd.eicar, 0)
         finally:
             os.close(fd)
-    settled(m, len(delays))
+    # a release the backend writer's open came before asks for no scan
+    time.sleep(0.3)
+    settled(m, 0)
     for i, delay in enumerate(delays):
         assert try_read(m.m("r%02d" % i)) == ("err", "EACCES"), delay
 
@@ -143,6 +146,23 @@ def test_excluded_names_and_big_files_are_not_scanned_ahead(mount_clamfs,
     with open(m.m("big"), "wb") as f:
         f.truncate(64 * 1024 * 1024 + 1)
     write_through(m.m("small"), CLEAN)
+    s = settled(m, 1)
+    assert s["ahead_scans"] == 1 and s["scans"] == 1, s
+
+
+def test_files_removed_before_their_last_close_are_not_scanned(
+        mount_clamfs, clamd):
+    """Temporary files a program removes while it still writes them:
+    nobody can open them again. (One removed right after its close is
+    dropped too, if that comes before its scan starts: the removal moves
+    its ctime; not asserted, it is a race with the scanner.)"""
+    m = mount_ahead(mount_clamfs, clamd)
+    for i in range(10):
+        fd = os.open(m.m("tmp%d" % i), os.O_RDWR | os.O_CREAT, 0o644)
+        os.write(fd, CLEAN)
+        os.unlink(m.m("tmp%d" % i))
+        os.close(fd)
+    write_through(m.m("kept"), CLEAN)
     s = settled(m, 1)
     assert s["ahead_scans"] == 1 and s["scans"] == 1, s
 

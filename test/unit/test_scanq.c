@@ -8,7 +8,8 @@
  * a queued scan's last waiter, and scanq_reconfigure with scans under way.
  * Joins across uids (issue 22): a joiner keeps its own place in its own
  * queue and its own deadline, and counts against its uid's waiter bound.
- * Background scans (issue 23) come last, never on the small-file thread,
+ * Background scans (issue 23) come last, one at a time and only while no
+ * other scan runs, never on the small-file thread,
  * wait for not_before unless joined, are dropped when their confirm says
  * the file changed, and are bounded.
  */
@@ -1586,6 +1587,36 @@ static void test_small_thread_never_takes_background(void **state)
 	scanq_free(q);
 }
 
+static void test_background_waits_for_running_scans(void **state)
+{
+	struct scanq *q = new_queue(3, 10000, 0);
+	struct twaiter gate, bg[2];
+
+	(void)state;
+	twaiter_init(&gate, false);
+	/* a scan somebody waits for runs; a general thread is idle */
+	assert_int_equal(submit(q, 250, BIG, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	for (int i = 0; i < 2; i++) {
+		twaiter_init(&bg[i], false);
+		assert_int_equal(submit_bg(q, 251 + i, BIG, 0, NULL, &bg[i]),
+				 0);
+	}
+	usleep(100 * 1000);
+	assert_int_equal(fake_nscans(), 1);
+	/* once it is done, one background scan at a time */
+	fake_release(250);
+	assert_true(wait_done(&gate, 2000));
+	assert_true(fake_wait_scans(2));
+	usleep(100 * 1000);
+	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(fake.order[1], 251);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&bg[0], 2000) && wait_done(&bg[1], 2000));
+	assert_int_equal(fake.max_running_big, 1);
+	scanq_free(q);
+}
+
 static void test_background_held_back_until_not_before(void **state)
 {
 	struct scanq *q = new_queue(1, 10000, 0);
@@ -1756,6 +1787,7 @@ int main(void)
 		cmocka_unit_test(test_reconfigure_under_way),
 		cmocka_unit_test(test_background_comes_last),
 		cmocka_unit_test(test_small_thread_never_takes_background),
+		cmocka_unit_test(test_background_waits_for_running_scans),
 		cmocka_unit_test(test_background_held_back_until_not_before),
 		cmocka_unit_test(test_background_confirm),
 		cmocka_unit_test(test_joiner_told_when_the_scan_began),
