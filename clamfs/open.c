@@ -987,7 +987,8 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 		goto out;
 	/* scan_on_close acts on what it finds; a scan ahead only tells */
 	ahead = !fs_scan_on_close(fs);
-	if (ahead && !fs_scan_ahead(fs))
+	if (ahead &&
+	    (!fs_scan_ahead(fs) || !scanq_background_possible(fs->scanq)))
 		goto out;
 	pin = fs_pin(fs);
 	if (stamp_fd(fs, fd, &st) != 0 ||

@@ -125,6 +125,7 @@ struct scanq {
 	pthread_t reaper;
 	bool reaper_started;
 	struct scanq_counters counters; /* under lock */
+	unsigned int ngeneral;		/* threads that take any scan */
 	unsigned int running_fg; /* scans running that someone waits for */
 	unsigned int running_bg; /* background scans running */
 };
@@ -306,9 +307,15 @@ static void waiter_leave(struct scanq *q, struct scan_waiter *w)
  * (the writer that caused it is working too). When stopping, anything:
  * the queue is drained.
  */
+bool scanq_background_possible(const struct scanq *q)
+{
+	return q->ngeneral >= 2;
+}
+
 static bool background_may_start(const struct scanq *q)
 {
-	return q->stopping || (q->running_fg == 0 && q->running_bg == 0);
+	return q->stopping || (scanq_background_possible(q) &&
+			       q->running_fg == 0 && q->running_bg == 0);
 }
 
 /*
@@ -709,21 +716,20 @@ static bool background_only(struct scanq *q, struct scan_job *job)
  * A background scan started before its file's stamp has settled would
  * give a verdict nobody may keep: it waits until not_before_ns (bounded),
  * unless someone joins it meanwhile, who wants the verdict now. A thread
- * that waits here is a general one, and only while no other scan is
- * queued.
+ * that waits here is a general one, and another general one is free for
+ * scans that come meanwhile.
  */
 static void hold_back(struct scanq *q, struct scan_job *job)
 {
-	int64_t until = job->not_before_ns,
-		cap = realtime_ns() + SCANQ_NOT_BEFORE_MAX_MS * 1000000LL;
+	/* bounded on the monotonic clock: the wall clock may be stepped */
+	uint64_t cap = now_usec() + SCANQ_NOT_BEFORE_MAX_MS * 1000;
 	struct timespec ts = {0};
 	int64_t left;
 
-	if (until > cap)
-		until = cap;
 	for (;;) {
-		left = until - realtime_ns();
-		if (left <= 0 || cdp_cancel_triggered(job->cancel) ||
+		left = job->not_before_ns - realtime_ns();
+		if (left <= 0 || now_usec() >= cap ||
+		    cdp_cancel_triggered(job->cancel) ||
 		    !background_only(q, job))
 			return;
 		/* short naps: a joiner must not wait out the whole delay */
@@ -1118,6 +1124,8 @@ int scanq_new(const struct scanq_config *cfg, struct scanq **out)
 	if (ret)
 		goto fail;
 	q->reaper_started = true;
+	/* set before any thread reads it */
+	q->ngeneral = n >= 2 ? n - 1 : n;
 	for (; q->nthreads < n; q->nthreads++) {
 		struct scanner *s = &q->scanners[q->nthreads];
 

@@ -28,9 +28,12 @@
  * - Background scans (scan_request.background: nobody waits for them
  *   yet) come last: one runs only when no other scan is queued or
  *   running (clamd's CPU belongs to those somebody waits for), one at a
- *   time, never on the small-file thread; so a user's open waits behind
- *   at most one background scan. A user who opens the file joins it and
- *   gives it a ticket of their own.
+ *   time, never on the small-file thread, and only with two general
+ *   threads or more (one is then always free for a user's big file): a
+ *   user's open never waits behind a background scan. A user who opens
+ *   the file joins it and gives it a ticket of their own. With fewer
+ *   threads background scans are only made when someone joins them:
+ *   callers should not ask (scanq_background_possible).
  * - A bound: a user may have at most max_queued_per_uid scans waiting
  *   for a thread (a ticket of a scan joined counts too), and at most
  *   max_waiters_per_uid waiters in all, queued, joined or running: by
@@ -201,8 +204,11 @@ void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
 
 #define SCANQ_SMALL_BYTES	 (1024 * 1024)
 #define SCANQ_MAX_QUEUED_PER_UID 1024
-/* Background scans queued at once; each holds a descriptor. */
-#define SCANQ_MAX_QUEUED_BACKGROUND 256
+/*
+ * Background scans queued at once; each holds a descriptor (and its
+ * caller's). More would not scan more: they run one at a time.
+ */
+#define SCANQ_MAX_QUEUED_BACKGROUND 64
 /* The longest a background scan is held back for not_before_ns. */
 #define SCANQ_NOT_BEFORE_MAX_MS 100
 
@@ -261,6 +267,9 @@ void scanq_reconfigure_fleet(struct scanq *q, struct cdp_fleet *fleet,
 			     enum scan_mode mode, int timeout_ms);
 
 enum scan_mode scanq_mode(struct scanq *q);
+
+/* Whether the queue runs background scans (see the top). */
+bool scanq_background_possible(const struct scanq *q);
 
 /* Stops the threads; scans under way and queued ones end as cancelled. */
 void scanq_free(struct scanq *q);

@@ -47,12 +47,17 @@ def mount_scan(mount_clamfs, addr, *opts, backend=None, **kw):
     These suites write a file and open it at once; under the default
     racy_window (2 s) every such open is a fresh scan, since a rewrite in
     the same timestamp tick could not be told apart. So the window is 0
-    here unless a test sets it: test_sec_racy.py covers the default."""
+    here unless a test sets it: test_sec_racy.py covers the default.
+    They count the scans opens ask for, so files they write through the
+    mount are not scanned ahead in the background unless a test says so:
+    test_scan_ahead.py covers that default."""
     if hasattr(addr, "socket"):
         addr = addr.socket
     o = [] if addr is None else ["clamd=" + addr]
     if not any(x.startswith("racy_window=") for x in opts):
         o.append("racy_window=0")
+    if not any(x.startswith("scan_ahead") for x in opts):
+        o.append("scan_ahead=no")
     o += list(opts)
     return mount_clamfs(backend=backend, opts=o, **kw)
 

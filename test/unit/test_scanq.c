@@ -1520,24 +1520,27 @@ static int submit_bg(struct scanq *q, ino_t ino, off_t size, int64_t not_before,
 
 static void test_background_comes_last(void **state)
 {
-	struct scanq *q = new_queue(1, 10000, 0);
+	/* two general threads, and one for small files (not used: BIG) */
+	struct scanq *q = new_queue(3, 10000, 0);
 	struct twaiter gate, bg[2], fg[2];
 	struct scanq_counters cnt;
 
 	(void)state;
+	assert_true(scanq_background_possible(q));
 	twaiter_init(&gate, false);
-	assert_int_equal(submit(q, 200, 100, 1000, &gate), 0);
+	assert_int_equal(submit(q, 200, BIG, 1000, &gate), 0);
 	assert_true(fake_wait_scans(1));
 	for (int i = 0; i < 2; i++) {
 		twaiter_init(&bg[i], false);
-		assert_int_equal(submit_bg(q, 201 + i, 100, 0, NULL, &bg[i]),
+		assert_int_equal(submit_bg(q, 201 + i, BIG, 0, NULL, &bg[i]),
 				 0);
 	}
 	/* queued after the background ones, scanned before them */
 	twaiter_init(&fg[0], false);
 	twaiter_init(&fg[1], false);
-	assert_int_equal(submit(q, 203, 100, 1000, &fg[0]), 0);
-	assert_int_equal(submit(q, 204, 100, 2000, &fg[1]), 0);
+	assert_int_equal(submit(q, 203, BIG, 1000, &fg[0]), 0);
+	assert_true(fake_wait_scans(2));
+	assert_int_equal(submit(q, 204, BIG, 2000, &fg[1]), 0);
 	fake_release((ino_t)-1);
 	for (int i = 0; i < 2; i++)
 		assert_true(wait_done(&bg[i], 5000) && wait_done(&fg[i], 5000));
@@ -1554,36 +1557,38 @@ static void test_background_comes_last(void **state)
 
 static void test_small_thread_never_takes_background(void **state)
 {
-	struct scanq *q = new_queue(2, 10000, 0);
-	struct twaiter gate, bg, reader;
+	struct scanq *q = new_queue(3, 10000, 0);
+	struct twaiter gate, gate2, bg, reader;
 	struct scanq_counters cnt;
 
 	(void)state;
 	twaiter_init(&gate, false);
+	twaiter_init(&gate2, false);
 	twaiter_init(&bg, false);
 	twaiter_init(&reader, false);
-	/* the general thread is busy: only the small-file thread is free */
+	/* the general threads are busy: only the small-file thread is free */
 	assert_int_equal(submit(q, 210, BIG, 1000, &gate), 0);
-	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit(q, 209, BIG, 1000, &gate2), 0);
+	assert_true(fake_wait_scans(2));
 	pthread_mutex_lock(&fake.lock);
 	fake.fast_from = 211;
 	pthread_mutex_unlock(&fake.lock);
 	assert_int_equal(submit_bg(q, 211, 100, 0, NULL, &bg), 0);
 	usleep(100 * 1000);
-	assert_int_equal(fake_nscans(), 1);
+	assert_int_equal(fake_nscans(), 2);
 	assert_false(atomic_load(&bg.done));
 	/* a reader of the file joins it: the small-file thread takes it */
 	assert_int_equal(submit(q, 211, 100, 2000, &reader), 0);
 	assert_true(wait_done(&reader, 2000));
 	assert_true(wait_done(&bg, 2000));
 	assert_int_equal(reader.o.res.verdict, CDP_CLEAN);
-	assert_int_equal(fake_nscans(), 2);
+	assert_int_equal(fake_nscans(), 3);
 	scanq_counters(q, &cnt);
 	/* a joined one is no background work any more */
 	assert_int_equal(cnt.background, 0);
 	assert_int_equal(cnt.joined, 1);
 	fake_release((ino_t)-1);
-	assert_true(wait_done(&gate, 5000));
+	assert_true(wait_done(&gate, 5000) && wait_done(&gate2, 5000));
 	scanq_free(q);
 }
 
@@ -1619,7 +1624,7 @@ static void test_background_waits_for_running_scans(void **state)
 
 static void test_background_held_back_until_not_before(void **state)
 {
-	struct scanq *q = new_queue(1, 10000, 0);
+	struct scanq *q = new_queue(3, 10000, 0);
 	struct twaiter alone, bg, reader;
 	uint64_t t0;
 
@@ -1644,7 +1649,8 @@ static void test_background_held_back_until_not_before(void **state)
 	t0 = now_ms();
 	assert_int_equal(submit(q, 221, 100, 1000, &reader), 0);
 	assert_true(wait_done(&reader, 2000));
-	assert_true(reader.at_ms - t0 < 45);
+	/* well before the 90 ms it would have been held back */
+	assert_true(reader.at_ms - t0 < 80);
 	assert_int_equal(fake_nscans(), 2);
 	scanq_free(q);
 }
@@ -1666,7 +1672,7 @@ static bool confirm_yes(void *ctx, int fd, const struct vcache_file *f)
 
 static void test_background_confirm(void **state)
 {
-	struct scanq *q = new_queue(1, 10000, 0);
+	struct scanq *q = new_queue(3, 10000, 0);
 	struct twaiter changed, same;
 	struct scanq_counters cnt;
 	int64_t t0 = real_ns();
@@ -1726,10 +1732,42 @@ static void test_joiner_told_when_the_scan_began(void **state)
 	scanq_free(q);
 }
 
+/*
+ * With one general thread a background scan would hold the only thread a
+ * user's big file can have: none starts, unless someone joins it; the
+ * queue still answers it when freed.
+ */
+static void test_no_background_with_one_general_thread(void **state)
+{
+	struct scanq *q = new_queue(2, 10000, 0);
+	struct twaiter bg, joined, reader;
+
+	(void)state;
+	assert_false(scanq_background_possible(q));
+	twaiter_init(&bg, false);
+	twaiter_init(&joined, false);
+	twaiter_init(&reader, false);
+	pthread_mutex_lock(&fake.lock);
+	fake.fast_from = 0;
+	pthread_mutex_unlock(&fake.lock);
+	assert_int_equal(submit_bg(q, 260, BIG, 0, NULL, &bg), 0);
+	assert_int_equal(submit_bg(q, 261, BIG, 0, NULL, &joined), 0);
+	usleep(100 * 1000);
+	assert_int_equal(fake_nscans(), 0);
+	assert_int_equal(submit(q, 261, BIG, 1000, &reader), 0);
+	assert_true(wait_done(&reader, 2000) && wait_done(&joined, 2000));
+	assert_int_equal(reader.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(fake_nscans(), 1);
+	assert_false(atomic_load(&bg.done));
+	scanq_free(q);
+	assert_true(atomic_load(&bg.done));
+	assert_int_equal(bg.o.res.cat, CDP_ERR_CANCELLED);
+}
+
 static void test_background_bound(void **state)
 {
 	enum { N = SCANQ_MAX_QUEUED_BACKGROUND + 1 };
-	struct scanq *q = new_queue(1, 10000, 0);
+	struct scanq *q = new_queue(3, 10000, 0);
 	static struct twaiter bg[N];
 	struct twaiter gate;
 	struct scanq_counters cnt;
@@ -1791,6 +1829,7 @@ int main(void)
 		cmocka_unit_test(test_background_held_back_until_not_before),
 		cmocka_unit_test(test_background_confirm),
 		cmocka_unit_test(test_joiner_told_when_the_scan_began),
+		cmocka_unit_test(test_no_background_with_one_general_thread),
 		cmocka_unit_test(test_background_bound),
 	};
 
