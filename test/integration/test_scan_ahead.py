@@ -14,17 +14,9 @@ import pytest
 
 from fsutil import LoopFs
 from scanutil import (delta, detections, mount_scan, stats, try_read,
-                      wait_for)
+                      wait_for, write_through)
 
 CLEAN = b"C" * 68  # as long as the EICAR test file
-
-
-def write_through(path, data):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
 
 
 def mount_ahead(mount_clamfs, clamd, *opts, **kw):

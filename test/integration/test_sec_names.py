@@ -9,16 +9,7 @@ import os
 import pytest
 
 from scanutil import (delta, detections, mount_scan, put, stats, try_read,
-                      wait_detections)
-
-
-def write_through(path, data):
-    """Writes through the mount write-only: nothing is scanned."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+                      wait_detections, write_through)
 
 
 def test_include_link_then_unlink_first_name(mount_clamfs, clamd):
