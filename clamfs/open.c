@@ -444,6 +444,19 @@ static int64_t verdict_stamp_ns(const struct pending *p,
 	return at;
 }
 
+/*
+ * Whether nobody could write the file when its stamp was taken. A scan
+ * ahead's stamp, taken at the writer's close, may find the writer not
+ * quite gone (with kernel passthrough the kernel drops its own writable
+ * backing file after the release is answered): its confirmation, made
+ * later before the scan, found the stamp unchanged and nobody writing.
+ */
+static bool stamp_was_quiet(const struct pending *p,
+			    const struct scan_outcome *o)
+{
+	return p->stamp.quiet || (p->ahead && o->confirmed_ns != 0);
+}
+
 static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 {
 	struct vcache *vc = fs_vcache(p->fs);
@@ -457,7 +470,7 @@ static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 	 * content scanned.
 	 */
 	vcache_file_from_stat(&f, &p->stamp.st);
-	if (o->res.verdict == CDP_ERROR || !p->stamp.quiet ||
+	if (o->res.verdict == CDP_ERROR || !stamp_was_quiet(p, o) ||
 	    inode_write_seq(p->inode) != o->tag ||
 	    !vcache_stamp_settled(&f, verdict_stamp_ns(p, o),
 				  p->stamp.window_ns) ||
@@ -955,14 +968,14 @@ static bool close_scan_wanted(struct clamfs_fs *fs, int fd,
 
 /*
  * A scan ahead is worth its clamd time only if its verdict can be kept
- * and used: nobody else writes the file, its filesystem's racy window is
- * short enough to wait out, and it still has a name.
+ * and used: its filesystem's racy window is short enough to wait out,
+ * and it still has a name. (Whether anybody still writes it is asked
+ * again right before the scan: see stamp_was_quiet.)
  */
 static bool ahead_keepable(const struct stamp *st)
 {
 	/* nobody will open a file removed before its last close */
-	return st->quiet && st->window_ns <= SCAN_AHEAD_MAX_WINDOW_NS &&
-	       st->st.st_nlink > 0;
+	return st->window_ns <= SCAN_AHEAD_MAX_WINDOW_NS && st->st.st_nlink > 0;
 }
 
 void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
