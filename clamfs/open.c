@@ -602,15 +602,23 @@ static void flush_writer_pages(void *ctx, uint64_t nodeid)
 	fuse_lowlevel_notify_inval_inode(fs->se, nodeid, 0, 0);
 }
 
-/* A read-only reopening of the file open at fd; -errno on failure. */
-static int reopen_readonly(int fd)
+/*
+ * A read-only reopening of the file open at fd (with more flags, e.g.
+ * O_NOATIME); -errno on failure.
+ */
+static int reopen_readonly_flags(int fd, int flags)
 {
 	char link[PROC_FD_PATH_MAX];
 	int rfd;
 
 	proc_fd_path(link, fd);
-	rfd = open(link, O_RDONLY | O_CLOEXEC);
+	rfd = open(link, O_RDONLY | O_CLOEXEC | flags);
 	return rfd == -1 ? -errno : rfd;
+}
+
+static int reopen_readonly(int fd)
+{
+	return reopen_readonly_flags(fd, 0);
 }
 
 /*
@@ -928,9 +936,12 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 /*
  * A read-only reopening of a writer's file for its close scan, as the
  * file's owner: root may not read it (NFS root_squash), and the daemon
- * should not read what the owner could not. -errno on failure.
+ * should not read what the owner could not. A scan ahead reads a file
+ * nobody asked to read: it must not move its access time (O_NOATIME,
+ * which only the owner may ask for; without it, no scan ahead). -errno on
+ * failure.
  */
-static int reopen_readonly_as_owner(int fd, const struct stat *st)
+static int reopen_readonly_as_owner(int fd, const struct stat *st, bool ahead)
 {
 	struct creds owner = {.uid = st->st_uid, .gid = st->st_gid};
 	int ret;
@@ -938,7 +949,7 @@ static int reopen_readonly_as_owner(int fd, const struct stat *st)
 	ret = creds_assume(&owner);
 	if (ret)
 		return ret;
-	ret = reopen_readonly(fd);
+	ret = reopen_readonly_flags(fd, ahead ? O_NOATIME : 0);
 	creds_restore();
 	return ret;
 }
@@ -1008,7 +1019,7 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	    !close_scan_wanted(fs, fd, &st.st, ahead))
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
-	rfd = reopen_readonly_as_owner(fd, &st.st);
+	rfd = reopen_readonly_as_owner(fd, &st.st, ahead);
 	if (rfd < 0)
 		goto out;
 	/* the writer's own descriptor would count as a writer to the probe */

@@ -61,6 +61,18 @@ def test_files_written_through_the_mount_are_read_from_the_cache(
     assert d == {"scans": 0, "opens_cache_hit": len(names)}
 
 
+def test_scan_ahead_leaves_the_access_time_alone(mount_clamfs, clamd):
+    """Nobody read the file: its atime must not say otherwise (relatime
+    would move it at the first read after the write)."""
+    m = mount_ahead(mount_clamfs, clamd)
+    write_through(m.m("f"), CLEAN)
+    before = os.stat(m.b("f"))
+    assert before.st_atime_ns <= before.st_mtime_ns
+    cached(m, 1)
+    after = os.stat(m.b("f"))
+    assert after.st_atime_ns == before.st_atime_ns
+
+
 def test_infected_upload_is_refused_from_the_ahead_verdict(mount_clamfs,
                                                            clamd):
     m = mount_ahead(mount_clamfs, clamd)
