@@ -498,7 +498,6 @@ static void close_scanned(struct pending *p, const struct scan_outcome *o)
 		forget_removed_name(p->fs, p);
 	} else if (o->res.verdict == CDP_ERROR)
 		allow_after_error(p->fs, p, o);
-	close(p->fd);
 }
 
 /* Scanner thread: the verdict for one waiter. */
@@ -520,16 +519,13 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		log_event(LOG_LEVEL_NOTICE, LOG_ID_CLAMD_UP, NULL, 0, NULL,
 			  "clamd answers again: scanning resumes");
 	cached = maybe_cache(p, o);
-	if (p->ahead) {
-		/* for the next reader; whoever opens it acts on it */
-		if (cached)
+	if (!p->req) {
+		/* a scan ahead is for the next reader, who acts on it */
+		if (!p->ahead)
+			close_scanned(p, o);
+		else if (cached)
 			stats_inc(&fs->stats, STAT_AHEAD_CACHED);
 		close(p->fd);
-		itab_forget(fs->itab, p->inode, 1);
-		goto out;
-	}
-	if (!p->req) {
-		close_scanned(p, o);
 		itab_forget(fs->itab, p->inode, 1);
 		goto out;
 	}
@@ -656,8 +652,7 @@ static bool stamp_still_quiet(void *ctx, int fd, const struct vcache_file *f)
 	if (fstat(fd, &st) == -1 || st.st_nlink == 0)
 		return false;
 	vcache_file_from_stat(&now, &st);
-	if (now.dev != f->dev || now.ino != f->ino || now.size != f->size ||
-	    now.mtime_ns != f->mtime_ns || now.ctime_ns != f->ctime_ns)
+	if (!vcache_file_same(&now, f))
 		return false;
 	inode = itab_find_ref(fs->itab, f->dev, f->ino);
 	if (!inode)
@@ -1022,13 +1017,19 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	rfd = reopen_readonly_as_owner(fd, &st.st, ahead);
 	if (rfd < 0)
 		goto out;
-	/* the writer's own descriptor would count as a writer to the probe */
 	close(fd);
 	fd = -1;
-	if (stamp_fd(fs, rfd, &st) == 0) {
-		st.quiet = stamp_quiet(inode, rfd, &st.st);
-		if (!ahead || ahead_keepable(&st))
+	/*
+	 * A close scan stamps again without the writer's own descriptor,
+	 * which the probe would count as a writer; a scan ahead is confirmed
+	 * right before it runs (stamp_was_quiet), so the stamp above serves.
+	 */
+	if (ahead) {
+		if (ahead_keepable(&st))
 			p = pending_new(fs, inode, rfd, &st);
+	} else if (stamp_fd(fs, rfd, &st) == 0) {
+		st.quiet = stamp_quiet(inode, rfd, &st.st);
+		p = pending_new(fs, inode, rfd, &st);
 	}
 	if (!p) {
 		close(rfd);

@@ -158,13 +158,6 @@ static struct job_list *bucket_of(struct scanq *q, const struct vcache_file *f)
 	return &q->map[(h >> 20) % SCANQ_BUCKETS];
 }
 
-static bool same_content(const struct vcache_file *a,
-			 const struct vcache_file *b)
-{
-	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
-}
-
 static void wake_reaper(struct scanq *q)
 {
 	uint64_t one = 1;
@@ -1240,7 +1233,8 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		 * writers' pages were written back; a queued one has not, and
 		 * its prepare runs after this submit.
 		 */
-		if (same_content(&job->file, r->file) && job->tag == r->tag &&
+		if (vcache_file_same(&job->file, r->file) &&
+		    job->tag == r->tag &&
 		    (job->queued || (!job->prepare && !r->prepare)))
 			break;
 	}

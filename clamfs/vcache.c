@@ -257,6 +257,12 @@ static void shard_remove(struct vshard *s, uint32_t *link)
 	s->entries--;
 }
 
+bool vcache_file_same(const struct vcache_file *a, const struct vcache_file *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
 bool vcache_stamp_settled(const struct vcache_file *f, int64_t taken_ns,
 			  int64_t window_ns)
 {

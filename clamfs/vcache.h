@@ -57,6 +57,9 @@ void vcache_free(struct vcache *vc);
 /* Fills f from a stat of the file. */
 void vcache_file_from_stat(struct vcache_file *f, const struct stat *st);
 
+/* Whether a and b are the same file with the same stamp. */
+bool vcache_file_same(const struct vcache_file *a, const struct vcache_file *b);
+
 /*
  * Looks the file up. A hit needs the same stamp, an unexpired entry and the
  * current generation; an entry failing any of these is dropped. For an
