@@ -142,6 +142,7 @@ static void reply_stats(fuse_req_t req, size_t size)
 	/* held to the end: the backends' addresses belong to their fleet */
 	pin = fs_pin(fs);
 	vcache_counters(fs_vcache(fs), &x.vc);
+	vstore_counters(fs->vstore, &x.sc);
 	fleet = fs_fleet(pin);
 	if (fleet) {
 		x.nbackends = cdp_fleet_size(fleet);

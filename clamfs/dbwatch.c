@@ -34,6 +34,7 @@ struct dbwatch {
 	bool up;
 	bool checked; /* up is known: a change of it is logged once */
 	struct cdp_version newest; /* of what any backend answered */
+	int64_t known_since_ns;	   /* CLOCK_REALTIME, when known was set */
 	/*
 	 * Per backend of the fleet last asked, by index; only the checking
 	 * thread touches them. Keyed by address, not by the fleet: a reload
@@ -258,6 +259,13 @@ void dbwatch_check(struct dbwatch *w)
 	w->up = up;
 	w->checked = true;
 	if (known) {
+		if (!w->known) {
+			struct timespec now;
+
+			clock_gettime(CLOCK_REALTIME, &now);
+			w->known_since_ns =
+				(int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+		}
 		w->newest = newest;
 		w->known = true;
 	}
@@ -284,6 +292,24 @@ void dbwatch_describe(struct dbwatch *w, char *buf, size_t len)
 		 w->known ? w->newest.db_version : 0UL,
 		 w->known && w->newest.db_date[0] ? w->newest.db_date : "none");
 	pthread_mutex_unlock(&w->lock);
+}
+
+int dbwatch_db_identity(struct dbwatch *w, char *buf, size_t len,
+			int64_t *since_ns)
+{
+	int ret = -EAGAIN;
+
+	if (!w)
+		return -ENOENT;
+	pthread_mutex_lock(&w->lock);
+	if (w->known) {
+		snprintf(buf, len, "%s/%lu/%s", w->newest.engine,
+			 w->newest.db_version, w->newest.db_date);
+		*since_ns = w->known_since_ns;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return ret;
 }
 
 int dbwatch_up(struct dbwatch *w)

@@ -10,6 +10,7 @@
 #define CLAMFS_DBWATCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "clamdproto.h"
 #include "outage.h"
@@ -59,6 +60,16 @@ void dbwatch_stop(struct dbwatch *w);
  * clamd_engine, clamd_db_version, clamd_db_date. w may be NULL.
  */
 void dbwatch_describe(struct dbwatch *w, char *buf, size_t len);
+
+/*
+ * The newest database any backend reported, as "engine/version/date",
+ * into buf: what a verdict kept across restarts is trusted under, and in
+ * *since_ns (CLOCK_REALTIME) when it was first known: a scan that began
+ * earlier may have used a database the watch never saw (its first check
+ * drops nothing). -EAGAIN until a backend has answered; w NULL: -ENOENT.
+ */
+int dbwatch_db_identity(struct dbwatch *w, char *buf, size_t len,
+			int64_t *since_ns);
 
 /* 1 when a backend answered the last check, 0 when not, -1 not known yet. */
 int dbwatch_up(struct dbwatch *w);

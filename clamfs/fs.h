@@ -20,6 +20,7 @@
 #include "scanq.h"
 #include "stats.h"
 #include "vcache.h"
+#include "vstore.h"
 
 struct runtime;
 
@@ -48,6 +49,8 @@ struct clamfs_fs {
 	int quarantine_fd; /* -1 unless on_infected=quarantine */
 	const struct policy *policy;
 	struct vcache *vcache;
+	struct vstore *vstore;	/* NULL without verdict_store= */
+	unsigned int store_ttl; /* cache_ttl in force, for the store */
 	struct scanq *scanq;
 	struct detect *detect;
 	struct dbwatch *dbwatch;

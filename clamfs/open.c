@@ -279,6 +279,8 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 		det.outcome = outcome;
 		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev,
 				  p->stamp.st.st_ino);
+		vstore_forget(fs->vstore, p->stamp.st.st_dev,
+			      p->stamp.st.st_ino);
 		break;
 	case INFECTED_DELETE:
 		ret = rel ? action_delete(inode_fd(itab_root(fs->itab)), rel,
@@ -296,6 +298,8 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 		}
 		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev,
 				  p->stamp.st.st_ino);
+		vstore_forget(fs->vstore, p->stamp.st.st_dev,
+			      p->stamp.st.st_ino);
 		break;
 	}
 	detect_report(fs_detect(fs), &det);
@@ -457,6 +461,47 @@ static bool stamp_was_quiet(const struct pending *p,
 	return p->stamp.quiet || (p->ahead && o->confirmed_ns != 0);
 }
 
+/*
+ * A clean verdict the cache kept goes to the store too, labelled with the
+ * database in force. A database change clears the cache (its generation
+ * moves) before the store: a clear that came after the insert but before
+ * the put is seen here and the put undone, one that comes later wipes it.
+ */
+static void maybe_store(struct pending *p, const struct scan_outcome *o,
+			const struct vcache_file *f)
+{
+	struct clamfs_fs *fs = p->fs;
+	char db[VSTORE_DB_ID_MAX];
+	int64_t since;
+
+	if (!fs->vstore || o->res.verdict != CDP_CLEAN ||
+	    dbwatch_db_identity(fs->dbwatch, db, sizeof(db), &since) != 0 ||
+	    o->started_ns <= since)
+		return;
+	vstore_put_clean(fs->vstore, f, db, o->started_ns);
+	if (vcache_generation(fs_vcache(fs)) != o->gen)
+		vstore_forget(fs->vstore, f->dev, f->ino);
+}
+
+/* The store's verdict for a stamp the cache had none for. */
+static bool store_hit(struct clamfs_fs *fs, const struct vcache_file *f,
+		      const struct stamp *st)
+{
+	char db[VSTORE_DB_ID_MAX];
+	struct timespec now;
+	int64_t since;
+
+	if (!fs->vstore ||
+	    dbwatch_db_identity(fs->dbwatch, db, sizeof(db), &since) != 0 ||
+	    !vcache_stamp_settled(f, st->taken_ns, st->window_ns))
+		return false;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return vstore_lookup_clean(
+		fs->vstore, f, db,
+		__atomic_load_n(&fs->store_ttl, __ATOMIC_RELAXED),
+		(int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+}
+
 static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 {
 	struct vcache *vc = fs_vcache(p->fs);
@@ -486,6 +531,10 @@ static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 		vcache_invalidate(vc, f.dev, f.ino);
 		return false;
 	}
+	if (o->res.verdict == CDP_CLEAN)
+		maybe_store(p, o, &f);
+	else
+		vstore_forget(p->fs->vstore, f.dev, f.ino);
 	return true;
 }
 
@@ -814,6 +863,7 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 	struct vcache_file f;
 	struct pending *p;
 	struct stamp st;
+	uint64_t gen;
 	bool limits;
 	int ret;
 
@@ -894,7 +944,18 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 			pending_free(p);
 			return;
 		case VCACHE_MISS:
-			break;
+			gen = vcache_generation(fs_vcache(fs));
+			if (!store_hit(fs, &f, &st))
+				break;
+			/* later opens find it in memory */
+			vcache_insert(fs_vcache(fs), &f, VCACHE_CLEAN, NULL,
+				      gen);
+			stats_inc(&fs->stats, STAT_CACHE_HITS);
+			debug_open(fs, fd, "allowed-stored-clean", p->pid,
+				   p->uid, NULL);
+			pending_free(p);
+			reply_allowed(req, fs, inode, fd, fi, &st, created);
+			return;
 		}
 	}
 

@@ -392,6 +392,7 @@ void opts_free(struct clamfs_opts *opts)
 	free(opts->clamd_tls_cert);
 	free(opts->clamd_tls_key);
 	free(opts->quarantine_dir);
+	free(opts->verdict_store);
 	free(opts->infected_cmd);
 	free(opts->config);
 	free(opts->mount_options);
@@ -407,6 +408,7 @@ void opts_free(struct clamfs_opts *opts)
 	opts->clamd_tls_cert = NULL;
 	opts->clamd_tls_key = NULL;
 	opts->quarantine_dir = NULL;
+	opts->verdict_store = NULL;
 	opts->infected_cmd = NULL;
 	policy_free(&opts->policy);
 }

@@ -65,6 +65,8 @@ struct clamfs_opts {
 	unsigned int clamd_wait;    /* seconds to wait for clamd at start */
 	bool scan_on_close;
 	bool scan_ahead;
+	char *verdict_store;		 /* directory; NULL: none */
+	unsigned int verdict_store_size; /* MiB */
 	char *quarantine_dir;
 	char *infected_cmd;
 	unsigned int infected_cmd_rate; /* runs per minute at most */

@@ -251,6 +251,40 @@ static int check_config(const struct clamfs_opts *opts,
 }
 
 /* Creates (0700) and opens the checked quarantine directory; -1 if not. */
+/* The store serves what the cache would: nothing when it is off. */
+static unsigned int store_ttl(const struct clamfs_opts *opts)
+{
+	return opts->cache_entries ? opts->cache_ttl : 0;
+}
+
+/*
+ * A directory others may write is refused (the mount fails: anybody who
+ * may write it could mark files clean); a store that cannot be opened
+ * otherwise only costs the rescans it would have saved.
+ */
+static int open_store(struct clamfs_fs *fs, const struct clamfs_opts *opts)
+{
+	int ret;
+
+	fs->store_ttl = store_ttl(opts);
+	if (!opts->verdict_store)
+		return 0;
+	if (!opts->version_check) {
+		log_warn("verdict_store needs version_check: without it no "
+			 "database change would be noticed; not used");
+		return 0;
+	}
+	ret = vstore_open(opts->verdict_store,
+			  (size_t)opts->verdict_store_size << 20,
+			  inode_fd(itab_root(fs->itab)), &fs->vstore);
+	if (ret == -EPERM)
+		return ret;
+	if (ret)
+		log_warn("verdict store %s not used: %s", opts->verdict_store,
+			 strerror(-ret));
+	return 0;
+}
+
 static int open_quarantine(const char *dir)
 {
 	int fd;
@@ -319,6 +353,8 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 	g->owns_detect = g->detect != NULL;
 	if (!fs->vcache || !fs->detect)
 		goto nomem;
+	if (open_store(fs, opts) != 0)
+		goto fail;
 	return rt;
 nomem:
 	fprintf(stderr, "clamfs: out of memory\n");
@@ -396,6 +432,8 @@ void runtime_drop_cache(struct runtime *rt, const char *why)
 	struct generation *pin = fs_pin(rt->fs);
 
 	vcache_clear(fs_vcache(rt->fs));
+	/* after the cache: see maybe_cache() in open.c */
+	vstore_clear(rt->fs->vstore);
 	fs_unpin(pin);
 	stats_inc(&rt->fs->stats, STAT_CACHE_CLEARS);
 	log_info("%s: verdict cache dropped, every file is scanned again at "
@@ -507,6 +545,7 @@ static void watch_drop_verdicts(void *arg)
 	struct generation *pin = fs_pin(rt->fs);
 
 	vcache_clear(fs_vcache(rt->fs));
+	vstore_clear(rt->fs->vstore);
 	fs_unpin(pin);
 }
 
@@ -616,6 +655,9 @@ void runtime_free(struct runtime *rt)
 	/* its last scans end here, and with them their pins */
 	scanq_free(rt->fs->scanq);
 	rt->fs->scanq = NULL;
+	/* after the scans: the last verdicts are committed */
+	vstore_close(rt->fs->vstore);
+	rt->fs->vstore = NULL;
 	/*
 	 * Nothing else can hold a pin now: dropping the current generation
 	 * frees the whole chain. A generation a leaked pin still held would
@@ -790,12 +832,15 @@ static void publish(struct runtime *rt, struct generation *g,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&fs->scan_ahead, next->opts->scan_ahead,
 			 __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->store_ttl, store_ttl(next->opts),
+			 __ATOMIC_RELAXED);
 	if (new_pool) {
 		/*
 		 * Another clamd may have other signatures: verdicts of the
 		 * old one are not trusted.
 		 */
 		vcache_clear(next->vcache);
+		vstore_clear(fs->vstore);
 		stats_inc(&fs->stats, STAT_CACHE_CLEARS);
 	}
 	pthread_mutex_lock(&rt->pin_lock);

@@ -211,6 +211,13 @@ static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
 		   "\ncache_evictions=%" PRIu64 "\ncache_entries=%" PRIu64 "\n",
 		   vc->hits, vc->misses, vc->evictions, vc->entries);
 	used = put(buf, len, used,
+		   "store_hits=%" PRIu64 "\nstore_writes=%" PRIu64
+		   "\nstore_dropped=%" PRIu64 "\nstore_rebuilds=%" PRIu64
+		   "\nstore_write_failures=%" PRIu64 "\nstore_entries=%" PRIu64
+		   "\n",
+		   x->sc.hits, x->sc.writes, x->sc.dropped, x->sc.rebuilds,
+		   x->sc.write_fails, x->sc.entries);
+	used = put(buf, len, used,
 		   "scans=%" PRIu64 "\nscans_joined=%" PRIu64
 		   "\nscan_retries=%" PRIu64 "\nscans_cancelled=%" PRIu64
 		   "\nscans_queued=%u\nscans_expired=%" PRIu64

@@ -15,6 +15,7 @@
 #include "clamdproto.h"
 #include "scanq.h"
 #include "vcache.h"
+#include "vstore.h"
 
 enum stat_counter {
 	STAT_OPENS_CHECKED, /* opens that went through the gate */
@@ -105,6 +106,7 @@ uint64_t stats_scan_quantile(struct stats *s, double q);
 /* Figures other modules keep, sampled for one rendering. */
 struct stats_sample {
 	struct vcache_counters vc;
+	struct vstore_counters sc; /* zeros without a verdict store */
 	struct scanq_counters qc;
 	size_t inodes;
 	long long uptime_seconds;

@@ -2,7 +2,8 @@
 # Unit tests of the daemon's FUSE-free modules.
 foreach(t test_opts test_inode test_nodeid test_mountpoint test_vcache
 		test_policy test_action test_config test_log test_scanq test_creds
-		test_clamdconf test_qrecord test_escape test_writers test_tsgrain)
+		test_clamdconf test_qrecord test_escape test_writers test_tsgrain
+		test_vstore)
 	clamfs_unit_test(${t})
 	target_link_libraries(${t} PRIVATE clamfs_core)
 endforeach()
