@@ -35,6 +35,7 @@ struct dbwatch {
 	bool checked; /* up is known: a change of it is logged once */
 	struct cdp_version newest; /* of what any backend answered */
 	int64_t known_since_ns;	   /* CLOCK_REALTIME, when known was set */
+	bool agree;		   /* every backend that answered has newest */
 	/*
 	 * Per backend of the fleet last asked, by index; only the checking
 	 * thread touches them. Keyed by address, not by the fleet: a reload
@@ -202,7 +203,7 @@ void dbwatch_check(struct dbwatch *w)
 	struct cdp_result res = {0};
 	struct cdp_version answered = {0}, newest = {0};
 	struct cdp_fleet *fleet;
-	bool up = false, drop = false, known = false, ask_all;
+	bool up = false, drop = false, known = false, agree = true, ask_all;
 	char why[512] = "";
 	void *pin;
 	size_t n;
@@ -255,6 +256,10 @@ void dbwatch_check(struct dbwatch *w)
 			newest = w->seen[i].ver;
 			known = true;
 		}
+	for (size_t i = 0; i < n; i++)
+		if (w->seen[i].known &&
+		    version_differs(&w->seen[i].ver, &newest))
+			agree = false;
 	pthread_mutex_lock(&w->lock);
 	w->up = up;
 	w->checked = true;
@@ -269,6 +274,7 @@ void dbwatch_check(struct dbwatch *w)
 		w->newest = newest;
 		w->known = true;
 	}
+	w->agree = agree;
 	pthread_mutex_unlock(&w->lock);
 	if (drop) {
 		w->src.drop_verdicts(w->src.arg);
@@ -302,7 +308,7 @@ int dbwatch_db_identity(struct dbwatch *w, char *buf, size_t len,
 	if (!w)
 		return -ENOENT;
 	pthread_mutex_lock(&w->lock);
-	if (w->known) {
+	if (w->known && w->agree) {
 		snprintf(buf, len, "%s/%lu/%s", w->newest.engine,
 			 w->newest.db_version, w->newest.db_date);
 		*since_ns = w->known_since_ns;

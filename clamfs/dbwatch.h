@@ -66,7 +66,9 @@ void dbwatch_describe(struct dbwatch *w, char *buf, size_t len);
  * into buf: what a verdict kept across restarts is trusted under, and in
  * *since_ns (CLOCK_REALTIME) when it was first known: a scan that began
  * earlier may have used a database the watch never saw (its first check
- * drops nothing). -EAGAIN until a backend has answered; w NULL: -ENOENT.
+ * drops nothing). -EAGAIN until a backend has answered, and while the
+ * backends that answered disagree (a verdict of one lagging behind would
+ * carry the newer label); w NULL: -ENOENT.
  */
 int dbwatch_db_identity(struct dbwatch *w, char *buf, size_t len,
 			int64_t *since_ns);

@@ -475,6 +475,8 @@ static void maybe_store(struct pending *p, const struct scan_outcome *o,
 	int64_t since;
 
 	if (!fs->vstore || o->res.verdict != CDP_CLEAN ||
+	    !__atomic_load_n(&fs->store_ttl, __ATOMIC_RELAXED) ||
+	    !tsgrain_stamp_trusted(p->fd, &p->stamp.st) ||
 	    dbwatch_db_identity(fs->dbwatch, db, sizeof(db), &since) != 0 ||
 	    o->started_ns <= since)
 		return;
@@ -483,15 +485,19 @@ static void maybe_store(struct pending *p, const struct scan_outcome *o,
 		vstore_forget(fs->vstore, f->dev, f->ino);
 }
 
-/* The store's verdict for a stamp the cache had none for. */
-static bool store_hit(struct clamfs_fs *fs, const struct vcache_file *f,
+/*
+ * The store's verdict for a stamp the cache had none for. It is not put
+ * in the cache: there it would live a whole TTL from now, not from the
+ * scan.
+ */
+static bool store_hit(struct clamfs_fs *fs, int fd, const struct vcache_file *f,
 		      const struct stamp *st)
 {
 	char db[VSTORE_DB_ID_MAX];
 	struct timespec now;
 	int64_t since;
 
-	if (!fs->vstore ||
+	if (!fs->vstore || !tsgrain_stamp_trusted(fd, &st->st) ||
 	    dbwatch_db_identity(fs->dbwatch, db, sizeof(db), &since) != 0 ||
 	    !vcache_stamp_settled(f, st->taken_ns, st->window_ns))
 		return false;
@@ -863,7 +869,6 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 	struct vcache_file f;
 	struct pending *p;
 	struct stamp st;
-	uint64_t gen;
 	bool limits;
 	int ret;
 
@@ -883,6 +888,13 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 	 */
 	st.quiet = may_read(fi->flags) && !may_write(fi->flags) &&
 		   stamp_quiet(inode, fd, &st.st);
+	/*
+	 * A writer may leave ctime as it was where the backend lets it be
+	 * set (the store trusts local filesystems only, but a verdict kept
+	 * for content about to change is worth nothing anyway).
+	 */
+	if (may_write(fi->flags))
+		vstore_forget(fs->vstore, st.st.st_dev, st.st.st_ino);
 	if (!may_read(fi->flags)) {
 		/* overwriting an infected file is fine: nothing is read */
 		reply_allowed(req, fs, inode, fd, fi, &st, created);
@@ -944,12 +956,8 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 			pending_free(p);
 			return;
 		case VCACHE_MISS:
-			gen = vcache_generation(fs_vcache(fs));
-			if (!store_hit(fs, &f, &st))
+			if (!store_hit(fs, fd, &f, &st))
 				break;
-			/* later opens find it in memory */
-			vcache_insert(fs_vcache(fs), &f, VCACHE_CLEAN, NULL,
-				      gen);
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
 			debug_open(fs, fd, "allowed-stored-clean", p->pid,
 				   p->uid, NULL);

@@ -66,6 +66,7 @@ struct runtime {
 	char **argv_copy; /* argv with the config file made absolute */
 	char *config_arg;
 	unsigned long long mount_id; /* ours, 0 when not known */
+	bool use_store;		     /* verdict_store= passed the checks */
 	bool said_unmounted;
 };
 
@@ -258,15 +259,15 @@ static unsigned int store_ttl(const struct clamfs_opts *opts)
 }
 
 /*
- * A directory others may write is refused (the mount fails: anybody who
- * may write it could mark files clean); a store that cannot be opened
- * otherwise only costs the rescans it would have saved.
+ * A directory others may write fails the mount (anybody who may write it
+ * could mark files clean): checked here, before the mount. The store is
+ * opened by runtime_start, in the process that serves.
  */
-static int open_store(struct clamfs_fs *fs, const struct clamfs_opts *opts)
+static int check_store(struct runtime *rt, const struct clamfs_opts *opts)
 {
 	int ret;
 
-	fs->store_ttl = store_ttl(opts);
+	rt->fs->store_ttl = store_ttl(opts);
 	if (!opts->verdict_store)
 		return 0;
 	if (!opts->version_check) {
@@ -274,15 +275,31 @@ static int open_store(struct clamfs_fs *fs, const struct clamfs_opts *opts)
 			 "database change would be noticed; not used");
 		return 0;
 	}
-	ret = vstore_open(opts->verdict_store,
-			  (size_t)opts->verdict_store_size << 20,
-			  inode_fd(itab_root(fs->itab)), &fs->vstore);
+	ret = vstore_check_dir(opts->verdict_store);
 	if (ret == -EPERM)
 		return ret;
 	if (ret)
 		log_warn("verdict store %s not used: %s", opts->verdict_store,
 			 strerror(-ret));
+	rt->use_store = ret == 0;
 	return 0;
+}
+
+/* Another store's verdicts only cost the rescans they would have saved. */
+static void open_store(struct runtime *rt, const struct clamfs_opts *opts)
+{
+	struct clamfs_fs *fs = rt->fs;
+	int ret;
+
+	if (!rt->use_store)
+		return;
+	ret = vstore_open(opts->verdict_store,
+			  (size_t)opts->verdict_store_size << 20,
+			  inode_fd(itab_root(fs->itab)),
+			  opts->clamd ? opts->clamd : "", &fs->vstore);
+	if (ret)
+		log_warn("verdict store %s not used: %s", opts->verdict_store,
+			 strerror(-ret));
 }
 
 static int open_quarantine(const char *dir)
@@ -353,7 +370,7 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 	g->owns_detect = g->detect != NULL;
 	if (!fs->vcache || !fs->detect)
 		goto nomem;
-	if (open_store(fs, opts) != 0)
+	if (check_store(rt, opts) != 0)
 		goto fail;
 	return rt;
 nomem:
@@ -624,6 +641,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
 	if (ret)
 		return ret;
+	open_store(rt, opts);
 	ret = dbwatch_start(&src, &rt->fs->stats, opts->version_check,
 			    &rt->dbwatch);
 	if (ret)

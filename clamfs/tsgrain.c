@@ -129,6 +129,12 @@ int64_t tsgrain_window_ns(int fd, const struct stat *st, int64_t coarse_ns)
 		       : coarse_ns;
 }
 
+bool tsgrain_stamp_trusted(int fd, const struct stat *st)
+{
+	return tsgrain_stamp_is_fine(st) &&
+	       tsgrain_type_may_be_fine(device_type(fd, st->st_dev));
+}
+
 void tsgrain_reset(void)
 {
 	pthread_mutex_lock(&table.lock);

@@ -49,6 +49,13 @@ bool tsgrain_stamp_is_fine(const struct stat *st);
  */
 int64_t tsgrain_window_ns(int fd, const struct stat *st, int64_t coarse_ns);
 
+/*
+ * Whether a stamp st of the file open at fd proves its content across a
+ * restart: it keeps sub-seconds and its filesystem is a local one that
+ * takes stamps from this kernel's clock, where nobody can set ctime
+ * (network, FUSE and FAT-like backends may let a writer put it back).
+ */
+bool tsgrain_stamp_trusted(int fd, const struct stat *st);
 /* Forgets every device (tests). */
 void tsgrain_reset(void);
 

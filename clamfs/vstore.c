@@ -10,11 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/file.h>
 #include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "vstore_dir.h"
 
 #define STORE_FILE "verdicts.mdb"
 #define STORE_LOCK "verdicts.mdb-lock"
@@ -50,11 +52,14 @@ struct stored_val {
 };
 
 struct vstore {
-	MDB_env *env;
+	MDB_env *env; /* NULL when a recreate failed: nothing hits */
 	MDB_dbi dbi;
-	char *path;
-	char meta[256]; /* FORMAT and the backend's identity */
+	int dfd; /* the directory, flock()ed: one clamfs at a time */
+	char *dir;
+	char path[64];	 /* through dfd: nobody can swap a path component */
+	char meta[1024]; /* FORMAT, the backend's and clamd's identity */
 	size_t max_bytes;
+	pthread_rwlock_t env_lock; /* lookups against a recreate */
 
 	pthread_mutex_t lock; /* the queue and the counters */
 	pthread_cond_t wake;
@@ -82,78 +87,8 @@ static int mdb_errno(int rc)
 	return rc == MDB_MAP_FULL ? -ENOSPC : -EIO;
 }
 
-static int check_owner(const char *what, const char *name,
-		       const struct stat *st, bool root_ok)
-{
-	if (st->st_uid != geteuid() && !(root_ok && st->st_uid == 0)) {
-		log_err("verdict store: %s %s is owned by uid %u, not by "
-			"clamfs (uid %u): not used",
-			what, name, (unsigned int)st->st_uid,
-			(unsigned int)geteuid());
-		return -EPERM;
-	}
-	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
-		log_err("verdict store: %s %s is writable by others (mode "
-			"%04o): not used, anybody who may write it could "
-			"mark a file clean",
-			what, name, (unsigned int)(st->st_mode & 07777));
-		return -EPERM;
-	}
-	return 0;
-}
-
-/* The directory and its parent may be changed by clamfs's user alone. */
-static int open_dir(const char *dir)
-{
-	struct stat st, parent;
-	int fd;
-
-	if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
-		log_err("verdict store: cannot create %s: %s", dir,
-			strerror(errno));
-		return -errno;
-	}
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd == -1) {
-		int err = errno;
-
-		log_err("verdict store: cannot open %s: %s", dir,
-			strerror(err));
-		return -err;
-	}
-	if (fstat(fd, &st) == -1 || fstatat(fd, "..", &parent, 0) == -1) {
-		int err = errno;
-
-		close(fd);
-		return -err;
-	}
-	if (check_owner("directory", dir, &st, false) != 0 ||
-	    check_owner("parent of the directory", dir, &parent, true) != 0) {
-		close(fd);
-		return -EPERM;
-	}
-	return fd;
-}
-
-/* A file in our directory that clamfs did not make goes. */
-static int refuse_foreign(int dfd, const char *dir, const char *name)
-{
-	struct stat st;
-
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
-		return errno == ENOENT ? 0 : -errno;
-	if (S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	    !(st.st_mode & (S_IWGRP | S_IWOTH)))
-		return 0;
-	log_err("verdict store: %s/%s is not clamfs's own file (uid %u, "
-		"mode %06o): removed, the store starts empty",
-		dir, name, (unsigned int)st.st_uid, (unsigned int)st.st_mode);
-	if (unlinkat(dfd, name, 0) == -1)
-		return -errno;
-	return 1;
-}
-
-static void backend_identity(int backend_fd, char *buf, size_t len)
+static void backend_identity(int backend_fd, const char *clamd_id, char *buf,
+			     size_t len)
 {
 	struct statfs sfs;
 	struct stat st;
@@ -165,10 +100,27 @@ static void backend_identity(int backend_fd, char *buf, size_t len)
 	(void)fstatfs(backend_fd, &sfs);
 	(void)fstat(backend_fd, &st);
 	snprintf(buf, len,
-		 "%s type=%lx fsid=%x:%x dev=%" PRIu64 " ino=%" PRIu64, FORMAT,
-		 (unsigned long)sfs.f_type, (unsigned int)sfs.f_fsid.__val[0],
+		 "%s type=%lx fsid=%x:%x dev=%" PRIu64 " ino=%" PRIu64
+		 " clamd=%s",
+		 FORMAT, (unsigned long)sfs.f_type,
+		 (unsigned int)sfs.f_fsid.__val[0],
 		 (unsigned int)sfs.f_fsid.__val[1], (uint64_t)st.st_dev,
-		 (uint64_t)st.st_ino);
+		 (uint64_t)st.st_ino, clamd_id);
+}
+
+/* A file cut short would fault on its missing pages: LMDB trusts them. */
+static bool whole(struct vstore *vs)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+	struct stat st;
+
+	if (mdb_env_info(vs->env, &info) != 0 ||
+	    mdb_env_stat(vs->env, &ms) != 0 ||
+	    fstatat(vs->dfd, STORE_FILE, &st, 0) == -1)
+		return false;
+	return (uint64_t)st.st_size >=
+	       ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
 }
 
 static int env_open(struct vstore *vs)
@@ -183,6 +135,8 @@ static int env_open(struct vstore *vs)
 		rc = mdb_env_open(vs->env, vs->path,
 				  MDB_NOSUBDIR | MDB_NOTLS | MDB_NOMETASYNC,
 				  0600);
+	if (rc == 0 && !whole(vs))
+		rc = MDB_CORRUPTED;
 	if (rc != 0 && vs->env) {
 		mdb_env_close(vs->env);
 		vs->env = NULL;
@@ -204,7 +158,7 @@ static int reset_in(struct vstore *vs, MDB_txn *txn)
  * 0: the file is a store of ours for this backend (emptied and stamped
  * when it was another backend's). 1: not a store of this format.
  */
-static int adopt(struct vstore *vs, const char *dir)
+static int adopt(struct vstore *vs)
 {
 	MDB_val k = {.mv_size = strlen(META_KEY), .mv_data = META_KEY}, v;
 	size_t flen = strlen(FORMAT);
@@ -230,8 +184,9 @@ static int adopt(struct vstore *vs, const char *dir)
 	} else if (rc == 0 && (v.mv_size != strlen(vs->meta) ||
 			       memcmp(v.mv_data, vs->meta, v.mv_size) != 0)) {
 		log_info("verdict store: %s/%s was kept for another backend "
-			 "filesystem (%.*s): emptied",
-			 dir, STORE_FILE, (int)v.mv_size, (char *)v.mv_data);
+			 "filesystem or clamd (%.*s): emptied",
+			 vs->dir, STORE_FILE, (int)v.mv_size,
+			 (char *)v.mv_data);
 		rc = reset_in(vs, txn);
 	}
 	if (rc != 0)
@@ -251,42 +206,87 @@ fail:
 		       : mdb_errno(rc);
 }
 
-static int open_file(struct vstore *vs, int dfd, const char *dir)
+static int remove_files(struct vstore *vs)
+{
+	if (unlinkat(vs->dfd, STORE_FILE, 0) == -1 && errno != ENOENT)
+		return -errno;
+	if (unlinkat(vs->dfd, STORE_LOCK, 0) == -1 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+/* LMDB never shrinks a file, and adopts a bigger one's size. */
+static int refuse_too_big(struct vstore *vs)
+{
+	struct stat st;
+
+	if (fstatat(vs->dfd, STORE_FILE, &st, 0) == -1 ||
+	    (uint64_t)st.st_size <= vs->max_bytes)
+		return 0;
+	log_info("verdict store: %s/%s is bigger (%jd MiB) than "
+		 "verdict_store_size: started again",
+		 vs->dir, STORE_FILE, (intmax_t)(st.st_size >> 20));
+	return remove_files(vs) ?: 1;
+}
+
+static int open_file(struct vstore *vs)
 {
 	for (int attempt = 0;; attempt++) {
-		int rc = refuse_foreign(dfd, dir, STORE_FILE);
+		int rc =
+			vstore_dir_refuse_foreign(vs->dfd, vs->dir, STORE_FILE);
 
 		if (rc >= 0)
-			rc = refuse_foreign(dfd, dir, STORE_LOCK);
+			rc = vstore_dir_refuse_foreign(vs->dfd, vs->dir,
+						       STORE_LOCK);
+		if (rc == 0)
+			rc = refuse_too_big(vs);
 		if (rc < 0)
 			return rc;
 		if (rc == 1)
 			vs->c.rebuilds++;
 		rc = env_open(vs);
 		if (rc == 0) {
-			rc = adopt(vs, dir);
+			rc = adopt(vs);
 			if (rc <= 0)
 				return rc;
 			mdb_env_close(vs->env);
 			vs->env = NULL;
 		} else if (rc != MDB_INVALID && rc != MDB_VERSION_MISMATCH &&
 			   rc != MDB_CORRUPTED && rc != MDB_PANIC) {
-			log_err("verdict store: cannot open %s: %s", vs->path,
-				mdb_strerror(rc));
+			log_err("verdict store: cannot open %s/%s: %s", vs->dir,
+				STORE_FILE, mdb_strerror(rc));
 			return mdb_errno(rc);
 		}
 		if (attempt > 0)
 			return -EIO;
-		log_err("verdict store: %s is not a clamfs verdict store of "
+		log_err("verdict store: %s/%s is not a clamfs verdict store of "
 			"this version, or is damaged: removed, the store "
 			"starts empty",
-			vs->path);
-		if (unlinkat(dfd, STORE_FILE, 0) == -1 && errno != ENOENT)
-			return -errno;
-		if (unlinkat(dfd, STORE_LOCK, 0) == -1 && errno != ENOENT)
-			return -errno;
+			vs->dir, STORE_FILE);
+		rc = remove_files(vs);
+		if (rc)
+			return rc;
 		vs->c.rebuilds++;
 	}
+}
+
+/*
+ * Full: the oldest verdicts are not worth an index, and emptying a full
+ * map in place may need pages it has not got. Readers are kept out.
+ */
+static int recreate(struct vstore *vs)
+{
+	int ret;
+
+	pthread_rwlock_wrlock(&vs->env_lock);
+	if (vs->env)
+		mdb_env_close(vs->env);
+	vs->env = NULL;
+	ret = remove_files(vs);
+	if (ret == 0)
+		ret = open_file(vs);
+	pthread_rwlock_unlock(&vs->env_lock);
+	return ret;
 }
 
 static void key_of(struct stored_key *k, dev_t dev, ino_t ino)
@@ -343,21 +343,6 @@ static int commit_ops(struct vstore *vs, const struct op *ops, size_t n,
 	return rc;
 }
 
-/* Full: the oldest verdicts are not worth an index; start again. */
-static int empty_full_store(struct vstore *vs)
-{
-	MDB_txn *txn = NULL;
-	int rc = mdb_txn_begin(vs->env, NULL, 0, &txn);
-
-	if (rc == 0)
-		rc = reset_in(vs, txn);
-	if (rc == 0)
-		return mdb_txn_commit(txn);
-	if (txn)
-		mdb_txn_abort(txn);
-	return rc;
-}
-
 int vstore_flush(struct vstore *vs)
 {
 	bool must_land = false;
@@ -378,18 +363,22 @@ int vstore_flush(struct vstore *vs)
 	pthread_mutex_unlock(&vs->lock);
 	for (size_t i = 0; i < n; i++)
 		must_land |= vs->inflight[i].kind != OP_PUT;
-	rc = n ? commit_ops(vs, vs->inflight, n, &written) : 0;
+	rc = !n	       ? 0
+	     : vs->env ? commit_ops(vs, vs->inflight, n, &written)
+		       : MDB_PANIC;
 	if (rc == MDB_MAP_FULL) {
-		log_warn("verdict store: %s reached its size (%zu MiB): "
-			 "emptied",
-			 vs->path, vs->max_bytes >> 20);
-		rc = empty_full_store(vs);
+		log_warn("verdict store: %s/%s reached verdict_store_size "
+			 "(%zu MiB): started again",
+			 vs->dir, STORE_FILE, vs->max_bytes >> 20);
+		rc = recreate(vs);
 		written = 0;
+		rc = rc < 0 ? -rc : rc;
 	}
 	if (rc != 0)
-		log_warn("verdict store: cannot write %s: %s%s", vs->path,
-			 mdb_strerror(rc),
-			 must_land ? "; not trusted until a restart" : "");
+		log_warn("verdict store: cannot write %s/%s: %s%s", vs->dir,
+			 STORE_FILE, rc > 0 ? strerror(rc) : mdb_strerror(rc),
+			 must_land ? "; no longer trusted, removed at the stop"
+				   : "");
 	pthread_mutex_lock(&vs->lock);
 	vs->spare = vs->inflight;
 	vs->inflight = NULL;
@@ -399,7 +388,7 @@ int vstore_flush(struct vstore *vs)
 		vs->forgets += vs->queue[i].kind == OP_FORGET;
 	if (rc == 0) {
 		vs->clears_done = clears;
-		if (mdb_env_stat(vs->env, &ms) == 0)
+		if (vs->env && mdb_env_stat(vs->env, &ms) == 0)
 			vs->c.entries = ms.ms_entries ? ms.ms_entries - 1 : 0;
 	} else {
 		vs->c.write_fails++;
@@ -438,36 +427,55 @@ static void *writer(void *arg)
 	}
 }
 
+int vstore_check_dir(const char *dir)
+{
+	int fd = vstore_dir_open(dir);
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
 int vstore_open(const char *dir, size_t max_bytes, int backend_fd,
-		struct vstore **out)
+		const char *clamd_id, struct vstore **out)
 {
 	struct vstore *vs;
-	int dfd, ret;
+	int ret;
 
 	*out = NULL;
 	vs = calloc(1, sizeof(*vs));
 	if (!vs)
 		return -ENOMEM;
+	vs->dfd = -1;
 	vs->max_bytes = max_bytes;
 	pthread_mutex_init(&vs->lock, NULL);
 	pthread_mutex_init(&vs->commit_lock, NULL);
+	pthread_rwlock_init(&vs->env_lock, NULL);
 	pthread_cond_init(&vs->wake, NULL);
-	backend_identity(backend_fd, vs->meta, sizeof(vs->meta));
+	backend_identity(backend_fd, clamd_id, vs->meta, sizeof(vs->meta));
 	vs->queue = calloc(QUEUE_MAX, sizeof(*vs->queue));
 	vs->spare = calloc(QUEUE_MAX, sizeof(*vs->spare));
-	if (!vs->queue || !vs->spare ||
-	    asprintf(&vs->path, "%s/%s", dir, STORE_FILE) < 0) {
-		vs->path = NULL;
+	vs->dir = strdup(dir);
+	if (!vs->queue || !vs->spare || !vs->dir) {
 		ret = -ENOMEM;
 		goto fail;
 	}
-	dfd = open_dir(dir);
-	if (dfd < 0) {
-		ret = dfd;
+	vs->dfd = vstore_dir_open(dir);
+	if (vs->dfd < 0) {
+		ret = vs->dfd;
 		goto fail;
 	}
-	ret = open_file(vs, dfd, dir);
-	close(dfd);
+	if (flock(vs->dfd, LOCK_EX | LOCK_NB) == -1) {
+		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		log_err("verdict store: %s is in use by another clamfs: not "
+			"used (give each mount its own directory)",
+			dir);
+		goto fail;
+	}
+	snprintf(vs->path, sizeof(vs->path), "/proc/self/fd/%d/%s", vs->dfd,
+		 STORE_FILE);
+	ret = open_file(vs);
 	if (ret != 0)
 		goto fail;
 	ret = -pthread_create(&vs->thread, NULL, writer, vs);
@@ -494,12 +502,18 @@ void vstore_close(struct vstore *vs)
 	}
 	if (vs->env)
 		mdb_env_close(vs->env);
+	/* a clear or forget that never landed must not come back */
+	if (vs->broken && vs->dfd >= 0 && remove_files(vs) == 0)
+		log_info("verdict store: %s/%s removed", vs->dir, STORE_FILE);
+	if (vs->dfd >= 0)
+		close(vs->dfd);
 	pthread_cond_destroy(&vs->wake);
+	pthread_rwlock_destroy(&vs->env_lock);
 	pthread_mutex_destroy(&vs->commit_lock);
 	pthread_mutex_destroy(&vs->lock);
 	free(vs->queue);
 	free(vs->spare);
-	free(vs->path);
+	free(vs->dir);
 	free(vs);
 }
 
@@ -517,14 +531,35 @@ static bool forget_pending(const struct vstore *vs, dev_t dev, ino_t ino)
 	return false;
 }
 
+/* The entry kept for the inode, if any. */
+static bool read_kept(struct vstore *vs, dev_t dev, ino_t ino,
+		      struct stored_val *val)
+{
+	struct stored_key key;
+	MDB_val k = {.mv_size = sizeof(key), .mv_data = &key}, v;
+	MDB_txn *txn;
+	bool found = false;
+
+	key_of(&key, dev, ino);
+	pthread_rwlock_rdlock(&vs->env_lock);
+	if (vs->env && mdb_txn_begin(vs->env, NULL, MDB_RDONLY, &txn) == 0) {
+		if (mdb_get(txn, vs->dbi, &k, &v) == 0 &&
+		    v.mv_size == sizeof(*val)) {
+			memcpy(val, v.mv_data, sizeof(*val));
+			val->db[sizeof(val->db) - 1] = '\0';
+			found = true;
+		}
+		mdb_txn_abort(txn);
+	}
+	pthread_rwlock_unlock(&vs->env_lock);
+	return found;
+}
+
 bool vstore_lookup_clean(struct vstore *vs, const struct vcache_file *f,
 			 const char *db_id, unsigned int ttl_sec,
 			 int64_t now_ns)
 {
-	struct stored_key key;
 	struct stored_val val;
-	MDB_val k = {.mv_size = sizeof(key), .mv_data = &key}, v;
-	MDB_txn *txn;
 	bool hit = false;
 
 	if (!vs || !db_id[0] || ttl_sec == 0)
@@ -536,18 +571,12 @@ bool vstore_lookup_clean(struct vstore *vs, const struct vcache_file *f,
 		return false;
 	}
 	pthread_mutex_unlock(&vs->lock);
-	if (mdb_txn_begin(vs->env, NULL, MDB_RDONLY, &txn) != 0)
+	if (!read_kept(vs, f->dev, f->ino, &val))
 		return false;
-	key_of(&key, f->dev, f->ino);
-	if (mdb_get(txn, vs->dbi, &k, &v) == 0 && v.mv_size == sizeof(val)) {
-		memcpy(&val, v.mv_data, sizeof(val));
-		val.db[sizeof(val.db) - 1] = '\0';
-		hit = val.size == f->size && val.mtime_ns == f->mtime_ns &&
-		      val.ctime_ns == f->ctime_ns &&
-		      strcmp(val.db, db_id) == 0 && val.scanned_ns <= now_ns &&
-		      now_ns - val.scanned_ns < (int64_t)ttl_sec * 1000000000;
-	}
-	mdb_txn_abort(txn);
+	hit = val.size == f->size && val.mtime_ns == f->mtime_ns &&
+	      val.ctime_ns == f->ctime_ns && strcmp(val.db, db_id) == 0 &&
+	      val.scanned_ns <= now_ns &&
+	      now_ns - val.scanned_ns < (int64_t)ttl_sec * 1000000000;
 	if (hit) {
 		pthread_mutex_lock(&vs->lock);
 		vs->c.hits++;
@@ -593,11 +622,33 @@ out:
 	pthread_mutex_unlock(&vs->lock);
 }
 
+static bool put_pending(const struct vstore *vs, dev_t dev, ino_t ino)
+{
+	for (size_t i = 0; i < vs->queued; i++)
+		if (vs->queue[i].kind == OP_PUT && vs->queue[i].f.dev == dev &&
+		    vs->queue[i].f.ino == ino)
+			return true;
+	for (size_t i = 0; i < vs->ninflight; i++)
+		if (vs->inflight[i].kind == OP_PUT &&
+		    vs->inflight[i].f.dev == dev &&
+		    vs->inflight[i].f.ino == ino)
+			return true;
+	return false;
+}
+
 void vstore_forget(struct vstore *vs, dev_t dev, ino_t ino)
 {
+	struct stored_val val;
 	struct op *op;
+	bool pending;
 
 	if (!vs)
+		return;
+	/* most files opened for writing were never kept: no write then */
+	pthread_mutex_lock(&vs->lock);
+	pending = put_pending(vs, dev, ino);
+	pthread_mutex_unlock(&vs->lock);
+	if (!pending && !read_kept(vs, dev, ino, &val))
 		return;
 	pthread_mutex_lock(&vs->lock);
 	if (vs->queued == QUEUE_MAX) {
@@ -616,13 +667,15 @@ out:
 	pthread_mutex_unlock(&vs->lock);
 }
 
-void vstore_clear(struct vstore *vs)
+int vstore_clear(struct vstore *vs)
 {
 	if (!vs)
-		return;
+		return 0;
 	pthread_mutex_lock(&vs->lock);
 	queue_clear_locked(vs);
 	pthread_mutex_unlock(&vs->lock);
+	/* on disk before anybody is told: a crash must not bring it back */
+	return vstore_flush(vs);
 }
 
 void vstore_counters(struct vstore *vs, struct vstore_counters *out)

@@ -16,8 +16,9 @@
  *
  * Writes are queued and committed by a thread of the store about once a
  * second (LMDB with MDB_NOMETASYNC: a crash loses at most the last
- * commit, never the file's consistency); lookups are LMDB read
- * transactions on the memory map, from any thread.
+ * commit, never the file's consistency; a clear is committed at once);
+ * lookups are LMDB read transactions on the memory map, from any thread.
+ * The directory checks are vstore_dir.c's.
  */
 #ifndef CLAMFS_VSTORE_H
 #define CLAMFS_VSTORE_H
@@ -43,13 +44,22 @@ struct vstore_counters {
 };
 
 /*
- * Opens (creating it, and dir if its parent exists) the store for the
- * backend whose root is backend_fd. max_bytes bounds the file: a store
- * that fills up is emptied. Starts the writer thread. Negative errno,
- * with the reason logged: an unsafe directory is -EPERM.
+ * Whether dir (created if its parent exists) is safe for a store: before
+ * the mount, so that an unsafe one fails it. Negative errno, the reason
+ * logged: -EPERM when others may change it or a directory above.
+ */
+int vstore_check_dir(const char *dir);
+/*
+ * Opens (creating it) the store in dir for the backend whose root is
+ * backend_fd, scanned by the clamd named clamd_id (their identities are
+ * kept: another one's store is emptied). max_bytes bounds the file: a
+ * store that fills up, or is bigger, starts again. Locks dir against
+ * other clamfs processes (-EBUSY). Starts the writer thread, so call it
+ * in the process that serves (after a daemonizing fork). Negative errno,
+ * with the reason logged.
  */
 int vstore_open(const char *dir, size_t max_bytes, int backend_fd,
-		struct vstore **out);
+		const char *clamd_id, struct vstore **out);
 /* Commits what is queued and closes. NULL is a no-op. */
 void vstore_close(struct vstore *vs);
 
@@ -65,10 +75,18 @@ bool vstore_lookup_clean(struct vstore *vs, const struct vcache_file *f,
 /* Queues a clean verdict scanned at scanned_ns under db_id (not ""). */
 void vstore_put_clean(struct vstore *vs, const struct vcache_file *f,
 		      const char *db_id, int64_t scanned_ns);
-/* Queues forgetting the inode; lookups miss it from now on. */
+/*
+ * Queues forgetting the inode when anything is kept or queued for it;
+ * lookups miss it from now on. A forget that cannot be queued empties
+ * the store.
+ */
 void vstore_forget(struct vstore *vs, dev_t dev, ino_t ino);
-/* Queues dropping every verdict; lookups miss from now on. */
-void vstore_clear(struct vstore *vs);
+/*
+ * Drops every verdict and commits that before it returns (a crash must
+ * not bring them back); lookups miss from the call on. When the commit
+ * fails the store is never trusted again and removed at its close.
+ */
+int vstore_clear(struct vstore *vs);
 /* Commits what is queued, in the calling thread (tests, shutdown). */
 int vstore_flush(struct vstore *vs);
 

@@ -11,6 +11,7 @@ import time
 
 from clamfstest.env import clamfs_bin
 from fakeclamd import FakeClamd
+from fsutil import LoopFs
 from scanutil import (mount_scan, put, run_clamfs_expect_fail, stats,
                       try_read, wait_for)
 
@@ -23,9 +24,10 @@ def store_dir(mount_clamfs):
     return d
 
 
-def mount_store(mount_clamfs, clamd, store, *opts, backend=None, mnt=None):
+def mount_store(mount_clamfs, clamd, store, *opts, backend=None, mnt=None,
+                **kw):
     m = mount_scan(mount_clamfs, clamd, "verdict_store=" + store,
-                   "version_check=1", *opts, backend=backend, mnt=mnt)
+                   "version_check=1", *opts, backend=backend, mnt=mnt, **kw)
     # nothing is served from or put in the store before VERSION answered
     assert wait_for(lambda: stats(m.mnt)["clamd_engine"] != "unknown", 10), \
         stats(m.mnt)
@@ -65,9 +67,11 @@ def test_unchanged_files_open_without_a_scan_after_a_restart(
     # infected verdicts are not kept: scanned and refused again
     assert try_read(m.m("eicar.com")) == ("err", "EACCES")
     assert stats(m.mnt)["scans"] == 1
-    # the second open finds the verdict in memory
+    # not copied to the cache (it would live a whole TTL from now there):
+    # the second open asks the store again
     read_names(m, names[:5])
-    assert stats(m.mnt)["store_hits"] == 40
+    assert stats(m.mnt)["store_hits"] == 45
+    assert stats(m.mnt)["scans"] == 1
 
 
 def test_a_file_changed_while_clamfs_was_down_is_scanned(mount_clamfs,
@@ -268,3 +272,80 @@ def test_no_store_without_the_database_watch(mount_clamfs, clamd):
     put(m.b("f"), CLEAN)
     assert try_read(m.m("f")) == ("ok", CLEAN)
     assert not os.path.exists(os.path.join(store, "verdicts.mdb"))
+
+
+def test_a_file_opened_for_writing_through_the_mount_is_forgotten(
+        mount_clamfs, clamd):
+    """Whatever the writer does to the stamp, the kept verdict goes."""
+    store = store_dir(mount_clamfs)
+    m = mount_store(mount_clamfs, clamd, store)
+    put(m.b("f"), CLEAN)
+    put(m.b("g"), CLEAN)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    assert try_read(m.m("g")) == ("ok", CLEAN)
+    assert wait_for(lambda: stats(m.mnt)["store_entries"] == 2, 10)
+    fd = os.open(m.m("f"), os.O_WRONLY)
+    os.close(fd)
+    assert wait_for(lambda: stats(m.mnt)["store_entries"] == 1, 10), \
+        stats(m.mnt)
+    m = restart(mount_clamfs, m, clamd, store)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    assert try_read(m.m("g")) == ("ok", CLEAN)
+    s = stats(m.mnt)
+    assert (s["scans"], s["store_hits"]) == (1, 1), s
+
+
+def test_two_mounts_do_not_share_a_store(mount_clamfs, clamd):
+    store = store_dir(mount_clamfs)
+    m = mount_store(mount_clamfs, clamd, store)
+    other = mount_store(mount_clamfs, clamd, store)
+    assert "is in use by another clamfs" in other.stderr_text()
+    put(other.b("f"), CLEAN)
+    assert try_read(other.m("f")) == ("ok", CLEAN)
+    assert stats(other.mnt)["store_writes"] == 0
+    put(m.b("f"), CLEAN)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    assert wait_for(lambda: stats(m.mnt)["store_writes"] == 1, 10)
+
+
+def test_a_backend_with_coarse_stamps_keeps_nothing(mount_clamfs, clamd):
+    """ext4 with 128-byte inodes keeps whole seconds: a stamp that cannot
+    prove a rewrite across a restart is not kept (network, FUSE and
+    FAT-like backends, where a writer may set ctime, neither)."""
+    store = store_dir(mount_clamfs)
+    fs = LoopFs(mount_clamfs.tempdir("clamfs-store"), 32,
+                ["mkfs.ext4", "-q", "-F", "-I", "128"])
+    try:
+        put(os.path.join(fs.path, "f"), CLEAN)
+        time.sleep(2.5)  # older than the 2 s racy window: cacheable
+        m = mount_store(mount_clamfs, clamd, store, "racy_window=2",
+                        backend=fs.path)
+        assert try_read(m.m("f")) == ("ok", CLEAN)
+        assert try_read(m.m("f")) == ("ok", CLEAN)
+        assert stats(m.mnt)["opens_cache_hit"] == 1  # the cache keeps it
+        m = restart(mount_clamfs, m, clamd, store, "racy_window=2")
+        assert try_read(m.m("f")) == ("ok", CLEAN)
+        s = stats(m.mnt)
+        assert (s["scans"], s["store_hits"], s["store_entries"]) == \
+            (1, 0, 0), s
+        problems = m.teardown()
+        assert not problems, problems
+    finally:
+        fs.close()
+
+
+def test_kept_by_a_daemonized_clamfs(mount_clamfs, clamd):
+    """The store is opened in the process that serves, after the fork."""
+    store = store_dir(mount_clamfs)
+    m = mount_store(mount_clamfs, clamd, store, foreground=False)
+    put(m.b("f"), CLEAN)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    assert wait_for(lambda: stats(m.mnt)["store_writes"] == 1, 10), \
+        stats(m.mnt)
+    problems = m.teardown()
+    assert not problems, problems
+    m = mount_store(mount_clamfs, clamd, store, foreground=False,
+                    backend=m.backend, mnt=m.mnt)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    s = stats(m.mnt)
+    assert (s["scans"], s["store_hits"]) == (0, 1), s

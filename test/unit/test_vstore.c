@@ -83,7 +83,9 @@ static struct vstore *open_store(struct fixture *fx, int backend_fd)
 {
 	struct vstore *vs = NULL;
 
-	assert_int_equal(vstore_open(fx->store, 1 << 20, backend_fd, &vs), 0);
+	assert_int_equal(vstore_open(fx->store, 1 << 20, backend_fd,
+				     "/run/clamd.ctl", &vs),
+			 0);
 	assert_non_null(vs);
 	return vs;
 }
@@ -186,7 +188,7 @@ static void test_forget_and_clear_hide_at_once(void **state)
 	assert_true(hit(vs, &g));
 	assert_int_equal(vstore_flush(vs), 0);
 	assert_false(hit(vs, &f));
-	vstore_clear(vs);
+	assert_int_equal(vstore_clear(vs), 0);
 	assert_false(hit(vs, &g));
 	/* a verdict put after the clear survives it */
 	vstore_put_clean(vs, &f, DB, NOW - 5 * SEC);
@@ -278,12 +280,95 @@ static void test_directory_others_may_write_is_refused(void **state)
 
 	assert_int_equal(mkdir(fx->store, 0700), 0);
 	assert_int_equal(chmod(fx->store, 0770), 0);
-	assert_int_equal(vstore_open(fx->store, 1 << 20, fx->backend_fd, &vs),
-			 -EPERM);
+	assert_int_equal(vstore_check_dir(fx->store), -EPERM);
+	assert_int_equal(
+		vstore_open(fx->store, 1 << 20, fx->backend_fd, "", &vs),
+		-EPERM);
 	assert_null(vs);
 	assert_int_equal(chmod(fx->store, 0700), 0);
-	assert_int_equal(vstore_open(fx->store, 1 << 20, fx->backend_fd, &vs),
+	assert_int_equal(vstore_check_dir(fx->store), 0);
+	/* a directory above that others may write (not sticky) */
+	assert_int_equal(chmod(fx->dir, 0777), 0);
+	assert_int_equal(vstore_check_dir(fx->store), -EPERM);
+	assert_int_equal(chmod(fx->dir, 01777), 0);
+	assert_int_equal(vstore_check_dir(fx->store), 0);
+	assert_int_equal(chmod(fx->dir, 0700), 0);
+	assert_int_equal(
+		vstore_open(fx->store, 1 << 20, fx->backend_fd, "", &vs), 0);
+	vstore_close(vs);
+}
+
+static void test_another_clamd_starts_empty(void **state)
+{
+	struct fixture *fx = *state;
+	struct vcache_file f = file(1);
+	struct vstore *vs = open_store(fx, fx->backend_fd);
+
+	vstore_put_clean(vs, &f, DB, NOW - 10 * SEC);
+	vstore_close(vs);
+	assert_int_equal(vstore_open(fx->store, 1 << 20, fx->backend_fd,
+				     "tcp://10.0.0.9:3310", &vs),
 			 0);
+	assert_false(hit(vs, &f));
+	vstore_close(vs);
+}
+
+static void test_one_clamfs_per_directory(void **state)
+{
+	struct fixture *fx = *state;
+	struct vstore *vs = open_store(fx, fx->backend_fd), *second = NULL;
+
+	assert_int_equal(vstore_open(fx->store, 1 << 20, fx->backend_fd,
+				     "/run/clamd.ctl", &second),
+			 -EBUSY);
+	assert_null(second);
+	vstore_close(vs);
+}
+
+static void test_a_cut_short_file_is_rebuilt(void **state)
+{
+	struct fixture *fx = *state;
+	struct vcache_file f;
+	struct vstore_counters c;
+	char path[128];
+	struct vstore *vs = open_store(fx, fx->backend_fd);
+
+	for (uint64_t ino = 1; ino <= 2000; ino++) {
+		f = file(ino);
+		vstore_put_clean(vs, &f, DB, NOW - 10 * SEC);
+	}
+	vstore_close(vs);
+	snprintf(path, sizeof(path), "%s/verdicts.mdb", fx->store);
+	assert_int_equal(truncate(path, 16384), 0);
+	vs = open_store(fx, fx->backend_fd);
+	vstore_counters(vs, &c);
+	assert_int_equal(c.rebuilds, 1);
+	assert_false(hit(vs, &f));
+	vstore_close(vs);
+}
+
+static void test_forget_of_what_was_never_kept_writes_nothing(void **state)
+{
+	struct fixture *fx = *state;
+	struct vcache_file f = file(1);
+	struct vstore_counters c;
+	struct vstore *vs = open_store(fx, fx->backend_fd);
+
+	/* far more than the queue holds: none queued, nothing emptied */
+	for (uint64_t ino = 100; ino < 20000; ino++)
+		vstore_forget(vs, f.dev, ino);
+	vstore_put_clean(vs, &f, DB, NOW - 10 * SEC);
+	vstore_forget(vs, f.dev, 2);
+	assert_int_equal(vstore_flush(vs), 0);
+	assert_true(hit(vs, &f));
+	/* a queued put is forgotten too */
+	vstore_put_clean(vs, &f, DB, NOW - 5 * SEC);
+	vstore_forget(vs, f.dev, f.ino);
+	assert_false(hit(vs, &f));
+	assert_int_equal(vstore_flush(vs), 0);
+	assert_false(hit(vs, &f));
+	vstore_counters(vs, &c);
+	assert_int_equal(c.entries, 0);
 	vstore_close(vs);
 }
 
@@ -300,6 +385,10 @@ int main(void)
 		T(test_damaged_file_is_rebuilt),
 		T(test_full_store_is_emptied),
 		T(test_directory_others_may_write_is_refused),
+		T(test_another_clamd_starts_empty),
+		T(test_one_clamfs_per_directory),
+		T(test_a_cut_short_file_is_rebuilt),
+		T(test_forget_of_what_was_never_kept_writes_nothing),
 #undef T
 	};
 
