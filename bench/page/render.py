@@ -450,6 +450,39 @@ def fleet_section():
 REALWORK_RESULTS = os.path.join(TOP, "bench", "realwork", "results", "*.md")
 
 
+# bench/store/run's results, DATE-LANE.md: the newest of each lane
+STORE_RESULTS = os.path.join(TOP, "bench", "store", "results", "*.md")
+
+
+def newest_per_lane(pattern):
+    newest = {}
+    for path in sorted(glob.glob(pattern)):
+        name = os.path.basename(path)
+        lane = name[len("YYYY-MM-DD-"):].split("-")[0].split(".")[0]
+        newest[lane] = path
+    return newest
+
+
+def store_section():
+    """The newest results of bench/store/run on each lane, after the
+    template's prose; nothing while there are none."""
+    newest = newest_per_lane(STORE_RESULTS)
+    if not newest:
+        return []
+    L = ["## Restarts: verdicts kept in the store", ""]
+    L += prose("store", results=", ".join(
+        "`%s`" % os.path.relpath(newest[k], TOP) for k in sorted(newest)))
+    for lane in sorted(newest, reverse=True):
+        with open(newest[lane]) as f:
+            body = [l for l in f.read().splitlines()
+                    if not l.startswith("<!--")]
+        while body and not body[0].strip():
+            body.pop(0)
+        L += ["### %s" % lane.capitalize().replace("Debian", "Debian "),
+              ""] + body + [""]
+    return L
+
+
 def realwork_section():
     """The newest results of bench/realwork/run on each lane (measured
     apart from the lanes' page runs), after the template's prose on them;
@@ -592,6 +625,7 @@ def render(lanes, img_rel):
             L.append("%-16s %s" % (what + ":", depath_cmd(c)))
         L += ["```", ""]
     L += realwork_section()
+    L += store_section()
     L += fleet_section()
     L += prose("clamfs12") + ["```xml",
           (CLAMFS12_XML % {"socket": "CLAMD_SOCKET", "root": "BACKEND",
