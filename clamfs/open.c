@@ -868,6 +868,7 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 	char sig[CDP_TEXT_MAX];
 	struct vcache_file f;
 	struct pending *p;
+	const char *how;
 	struct stamp st;
 	bool limits;
 	int ret;
@@ -926,12 +927,8 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		vcache_file_from_stat(&f, &st.st);
 		switch (vcache_lookup(fs_vcache(fs), &f, sig, sizeof(sig))) {
 		case VCACHE_CLEAN:
-			stats_inc(&fs->stats, STAT_CACHE_HITS);
-			debug_open(fs, fd, "allowed-cached-clean", p->pid,
-				   p->uid, NULL);
-			pending_free(p);
-			reply_allowed(req, fs, inode, fd, fi, &st, created);
-			return;
+			how = "allowed-cached-clean";
+			goto known_clean;
 		case VCACHE_INFECTED:
 			/*
 			 * Moving or deleting it takes a directory lock that a
@@ -958,12 +955,8 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		case VCACHE_MISS:
 			if (!store_hit(fs, fd, &f, &st))
 				break;
-			stats_inc(&fs->stats, STAT_CACHE_HITS);
-			debug_open(fs, fd, "allowed-stored-clean", p->pid,
-				   p->uid, NULL);
-			pending_free(p);
-			reply_allowed(req, fs, inode, fd, fi, &st, created);
-			return;
+			how = "allowed-stored-clean";
+			goto known_clean;
 		}
 	}
 
@@ -984,6 +977,12 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		pending_free(p);
 		reply_refused(req, fs, fd, created, -ret);
 	}
+	return;
+known_clean:
+	stats_inc(&fs->stats, STAT_CACHE_HITS);
+	debug_open(fs, fd, how, p->pid, p->uid, NULL);
+	pending_free(p);
+	reply_allowed(req, fs, inode, fd, fi, &st, created);
 }
 
 /* The policy and cache it reads stay while pinned; a scan takes its own. */

@@ -454,10 +454,15 @@ REALWORK_RESULTS = os.path.join(TOP, "bench", "realwork", "results", "*.md")
 STORE_RESULTS = os.path.join(TOP, "bench", "store", "results", "*.md")
 
 
-def newest_per_lane(pattern):
+def newest_per_lane(pattern, skip=None):
+    """{lane: the newest DATE-LANE*.md file}; names holding skip are not
+    counted. One name sorts after another of the same day only by what
+    follows the lane, so keep one full result per lane and day."""
     newest = {}
     for path in sorted(glob.glob(pattern)):
         name = os.path.basename(path)
+        if skip and skip in name:
+            continue
         lane = name[len("YYYY-MM-DD-"):].split("-")[0].split(".")[0]
         newest[lane] = path
     return newest
@@ -487,13 +492,7 @@ def realwork_section():
     """The newest results of bench/realwork/run on each lane (measured
     apart from the lanes' page runs), after the template's prose on them;
     nothing while there are none. Quick runs (--quick) are not shown."""
-    newest = {}
-    for path in sorted(glob.glob(REALWORK_RESULTS)):
-        name = os.path.basename(path)
-        if "quick" in name:
-            continue
-        lane = name[len("YYYY-MM-DD-"):].split("-")[0].split(".")[0]
-        newest[lane] = path
+    newest = newest_per_lane(REALWORK_RESULTS, skip="quick")
     if not newest:
         return []
     L = ["## Real work: unpack, search, build, list, remove", ""]

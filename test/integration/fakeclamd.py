@@ -190,6 +190,21 @@ class FakeClamd:
                 pass
 
 
+def versioned(db):
+    """A behaviour: a clamd with database version db["version"] (read at
+    each VERSION, so a test can change it) that finds every file clean.
+    Custom signatures give a real clamd no database version."""
+    def behaviour(ctx):
+        if ctx.command.endswith(b"PING"):
+            return ("reply", "PONG")
+        if ctx.command.endswith(b"VERSION"):
+            return ("reply", "ClamAV 1.4.6/%d/Mon Jan  1 00:00:00 2024"
+                    % db["version"])
+        what = "stream" if ctx.command.endswith(b"INSTREAM") else "fd[1]"
+        return ("reply", f"{what}: OK")
+    return behaviour
+
+
 def stats_reply(max_threads, live=1, idle=0):
     """clamd 1.4.6's STATS text (without its NUL), threads as given."""
     return ("POOLS: 1\n\nSTATE: VALID PRIMARY\n"

@@ -25,7 +25,7 @@ from adminutil import admin, ini, wait_log  # noqa: F401 (a fixture)
 from clamfstest.env import SLOW
 from promutil import (parse_exposition, promtool, promtool_check,
                       run_stats)
-from fakeclamd import FakeClamd
+from fakeclamd import FakeClamd, versioned
 from scanutil import mount_scan, put, read_all, stats, try_read, wait_for
 
 
@@ -212,18 +212,8 @@ def test_db_update_behind_a_dead_first_backend(mount_clamfs, tmp_path):
     """Custom signatures give no database version, so a fake clamd says
     one; the first backend's socket has no clamd at all."""
     db = {"version": 27000}
-
-    def fake(ctx):
-        if ctx.command.endswith(b"PING"):
-            return ("reply", "PONG")
-        if ctx.command.endswith(b"VERSION"):
-            return ("reply", "ClamAV 1.4.6/%d/Mon Jan  1 00:00:00 2024"
-                    % db["version"])
-        what = "stream" if ctx.command.endswith(b"INSTREAM") else "fd[1]"
-        return ("reply", f"{what}: OK")
-
     dead = str(tmp_path / "none.sock")
-    with FakeClamd(fake) as fk:
+    with FakeClamd(versioned(db)) as fk:
         m = mount_scan(mount_clamfs, dead, "clamd=" + fk.socket,
                        "version_check=1", "cache_ttl=3600")
         put(m.b("f"), b"some data\n")

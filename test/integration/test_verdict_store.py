@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from clamfstest.env import clamfs_bin
-from fakeclamd import FakeClamd
+from fakeclamd import FakeClamd, versioned
 from fsutil import LoopFs
 from scanutil import (mount_scan, put, run_clamfs_expect_fail, stats,
                       try_read, wait_for)
@@ -100,23 +100,11 @@ def test_a_file_changed_while_clamfs_was_down_is_scanned(mount_clamfs,
     assert (s["scans"], s["store_hits"]) == (1, 1), s
 
 
-def _versioned(db):
-    def fake(ctx):
-        if ctx.command.endswith(b"PING"):
-            return ("reply", "PONG")
-        if ctx.command.endswith(b"VERSION"):
-            return ("reply", "ClamAV 1.4.6/%d/Mon Jan  1 00:00:00 2024"
-                    % db["version"])
-        what = "stream" if ctx.command.endswith(b"INSTREAM") else "fd[1]"
-        return ("reply", f"{what}: OK")
-    return fake
-
-
 def test_a_database_change_while_down_is_not_trusted(mount_clamfs):
     """Custom signatures give no database version: a fake clamd says one."""
     db = {"version": 27000}
     store = store_dir(mount_clamfs)
-    with FakeClamd(_versioned(db)) as fk:
+    with FakeClamd(versioned(db)) as fk:
         m = mount_store(mount_clamfs, fk.socket, store)
         put(m.b("f"), CLEAN)
         assert try_read(m.m("f")) == ("ok", CLEAN)
@@ -136,7 +124,7 @@ def test_a_database_change_while_down_is_not_trusted(mount_clamfs):
 def test_a_database_change_while_mounted_empties_the_store(mount_clamfs):
     db = {"version": 27000}
     store = store_dir(mount_clamfs)
-    with FakeClamd(_versioned(db)) as fk:
+    with FakeClamd(versioned(db)) as fk:
         m = mount_store(mount_clamfs, fk.socket, store)
         put(m.b("f"), CLEAN)
         assert try_read(m.m("f")) == ("ok", CLEAN)
