@@ -193,8 +193,11 @@ static int adopt(struct vstore *vs)
 		goto fail;
 	rc = mdb_txn_commit(txn);
 	txn = NULL;
-	if (rc == 0 && mdb_env_stat(vs->env, &ms) == 0)
+	if (rc == 0 && mdb_env_stat(vs->env, &ms) == 0) {
+		pthread_mutex_lock(&vs->lock);
 		vs->c.entries = ms.ms_entries ? ms.ms_entries - 1 : 0;
+		pthread_mutex_unlock(&vs->lock);
+	}
 	if (rc == 0)
 		return 0;
 fail:
@@ -204,6 +207,14 @@ fail:
 			       rc == MDB_INVALID || rc == MDB_BAD_TXN
 		       ? 1
 		       : mdb_errno(rc);
+}
+
+/* Also from a recreate in the writer thread, while others read them. */
+static void count_rebuild(struct vstore *vs)
+{
+	pthread_mutex_lock(&vs->lock);
+	vs->c.rebuilds++;
+	pthread_mutex_unlock(&vs->lock);
 }
 
 static int remove_files(struct vstore *vs)
@@ -243,7 +254,7 @@ static int open_file(struct vstore *vs)
 		if (rc < 0)
 			return rc;
 		if (rc == 1)
-			vs->c.rebuilds++;
+			count_rebuild(vs);
 		rc = env_open(vs);
 		if (rc == 0) {
 			rc = adopt(vs);
@@ -266,7 +277,7 @@ static int open_file(struct vstore *vs)
 		rc = remove_files(vs);
 		if (rc)
 			return rc;
-		vs->c.rebuilds++;
+		count_rebuild(vs);
 	}
 }
 
