@@ -83,9 +83,11 @@ def allowed(err, windows, grace):
     e, op = err["errno"], err["op"]
     if e == "ENOSPC" and in_window(err, windows, "enospc", grace):
         return "backend full"
-    # a write through mmap into a hole of the full backend: SIGBUS
-    # natively, and so with passthrough, where the mapping is the backend's
-    if e == "SIGBUS" and op == "mmap" and \
+    # a write through mmap into a hole of the full backend, or a read of
+    # one (a writer verifies its file through a mapping; tmpfs allocates a
+    # page for it): SIGBUS natively, and so with passthrough, where the
+    # mapping is the backend's
+    if e == "SIGBUS" and op in ("mmap", "verify") and \
             in_window(err, windows, "enospc", grace):
         return "backend full (SIGBUS on a mapped write)"
     if e == "EIO" and in_window(err, windows, "clamd", grace):

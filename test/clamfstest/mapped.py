@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""A write through a shared mapping, made in a child process: a page fault
-the filesystem cannot back (a hole of a full tmpfs, reached directly with
-kernel passthrough, where the mapping is the backend file's own) is SIGBUS,
-as on the backend itself, and must fail that operation, not the caller.
-Used by the ENOSPC tests and the soak's writers; imports only the standard
-library, so the soak's workload processes can run it from a copy."""
+"""Writes and reads through a shared mapping, made in a child process: a
+page fault the filesystem cannot back (a hole of a full tmpfs, reached
+directly with kernel passthrough, where the mapping is the backend file's
+own; tmpfs allocates a page even to read a hole through a mapping) is
+SIGBUS, as on the backend itself, and must fail that operation, not the
+caller. Used by the ENOSPC tests and the soak's writers; imports only the
+standard library, so the soak's workload processes can run it from a
+copy."""
 import errno
 import faulthandler
 import mmap
@@ -12,13 +14,13 @@ import os
 import signal
 
 
-class MappedWriteSigbus(OSError):
-    """The write through the mapping ended in SIGBUS (errno EFAULT)."""
+class MappedSigbus(OSError):
+    """The access through the mapping ended in SIGBUS (errno EFAULT)."""
 
 
 def mapped_write(fd, size, off, data):
     """Writes data at off through a shared mapping of fd's first size bytes
-    and msyncs it. Raises OSError as msync gave it, MappedWriteSigbus for
+    and msyncs it. Raises OSError as msync gave it, MappedSigbus for
     SIGBUS, or OSError(EFAULT) naming any other signal."""
     pid = os.fork()
     if pid == 0:
@@ -35,8 +37,49 @@ def mapped_write(fd, size, off, data):
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        cls = MappedWriteSigbus if sig == signal.SIGBUS else OSError
+        cls = MappedSigbus if sig == signal.SIGBUS else OSError
         raise cls(errno.EFAULT, f"mapped write: signal {sig}")
     code = os.WEXITSTATUS(status)
     if code:
         raise OSError(code, os.strerror(code))
+
+
+def mapped_read(fd, size):
+    """The first size bytes of fd, read through a shared read-only
+    mapping. Raises MappedSigbus for SIGBUS, OSError(EFAULT) naming any
+    other signal, OSError as mmap gave it."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        faulthandler.disable()  # a SIGBUS here is an outcome, not a crash
+        try:
+            os.close(r)
+            with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ) as mm:
+                data = bytes(mm)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+        except OSError as e:
+            code = e.errno if e.errno and e.errno < 256 else 255
+        finally:
+            os._exit(code)
+    os.close(w)
+    chunks = []
+    try:
+        while True:
+            b = os.read(r, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+    finally:
+        os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        cls = MappedSigbus if sig == signal.SIGBUS else OSError
+        raise cls(errno.EFAULT, f"mapped read: signal {sig}")
+    code = os.WEXITSTATUS(status)
+    if code:
+        raise OSError(code, os.strerror(code))
+    return b"".join(chunks)

@@ -14,7 +14,7 @@ import tempfile
 import pytest
 
 from clamfstest.env import SANITIZE, clamfs_bin
-from clamfstest.mapped import MappedWriteSigbus, mapped_write
+from clamfstest.mapped import MappedSigbus, mapped_read, mapped_write
 
 SOAK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                     "bench", "soak")
@@ -87,7 +87,7 @@ def test_soak_mapped_write_into_a_hole_of_a_full_backend(full_tmpfs):
     the backend being full, and only there and only for mmap."""
     fd = os.open(full_tmpfs, os.O_RDWR)
     try:
-        with pytest.raises(MappedWriteSigbus):
+        with pytest.raises(MappedSigbus):
             mapped_write(fd, 12288, 8200, b"z" * 10)
         # a page the backend has: written
         mapped_write(fd, 12288, 100, b"z" * 10)
@@ -104,4 +104,23 @@ def test_soak_mapped_write_into_a_hole_of_a_full_backend(full_tmpfs):
     err = {"errno": "SIGBUS", "op": "mmap", "t0": 101.0, "t1": 101.2}
     assert allowed(err, full, 3)
     assert not allowed(dict(err, t0=120.0, t1=120.1), full, 3)
-    assert not allowed(dict(err, op="verify"), full, 3)
+    # a writer's verify reads through a mapping: the same fault
+    assert allowed(dict(err, op="verify"), full, 3)
+    assert not allowed(dict(err, op="verify", t0=120.0, t1=120.1), full, 3)
+    # readers never map
+    assert not allowed(dict(err, op="read"), full, 3)
+
+
+def test_soak_mapped_read_of_a_hole_of_a_full_backend(full_tmpfs):
+    """What crashed a soak writer in the Debian 13 lane at stop 28: its
+    verify read its file through a mapping, and with kernel passthrough a
+    hole of the full tmpfs is SIGBUS even to read (tmpfs allocates the
+    page), as on tmpfs itself, where this test reads. The read fails, the
+    writer lives."""
+    fd = os.open(full_tmpfs, os.O_RDONLY)
+    try:
+        with pytest.raises(MappedSigbus):
+            mapped_read(fd, 12288)
+        assert mapped_read(fd, 8192) == b"x" * 8192
+    finally:
+        os.close(fd)
