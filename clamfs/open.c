@@ -462,6 +462,19 @@ static bool stamp_was_quiet(const struct pending *p,
 }
 
 /*
+ * Whether the store may hold a verdict for this stamp (a local filesystem
+ * whose ctime nobody can set back) and under which database (db, and in
+ * *since when the watch first knew it).
+ */
+static bool store_label(struct clamfs_fs *fs, int fd, const struct stat *st,
+			char db[VSTORE_DB_ID_MAX], int64_t *since)
+{
+	return fs->vstore && tsgrain_stamp_trusted(fd, st) &&
+	       dbwatch_db_identity(fs->dbwatch, db, VSTORE_DB_ID_MAX, since) ==
+		       0;
+}
+
+/*
  * A clean verdict the cache kept goes to the store too, labelled with the
  * database in force. A database change clears the cache (its generation
  * moves) before the store: a clear that came after the insert but before
@@ -474,10 +487,9 @@ static void maybe_store(struct pending *p, const struct scan_outcome *o,
 	char db[VSTORE_DB_ID_MAX];
 	int64_t since;
 
-	if (!fs->vstore || o->res.verdict != CDP_CLEAN ||
+	if (o->res.verdict != CDP_CLEAN ||
 	    !__atomic_load_n(&fs->store_ttl, __ATOMIC_RELAXED) ||
-	    !tsgrain_stamp_trusted(p->fd, &p->stamp.st) ||
-	    dbwatch_db_identity(fs->dbwatch, db, sizeof(db), &since) != 0 ||
+	    !store_label(fs, p->fd, &p->stamp.st, db, &since) ||
 	    o->started_ns <= since)
 		return;
 	vstore_put_clean(fs->vstore, f, db, o->started_ns);
@@ -497,8 +509,7 @@ static bool store_hit(struct clamfs_fs *fs, int fd, const struct vcache_file *f,
 	struct timespec now;
 	int64_t since;
 
-	if (!fs->vstore || !tsgrain_stamp_trusted(fd, &st->st) ||
-	    dbwatch_db_identity(fs->dbwatch, db, sizeof(db), &since) != 0 ||
+	if (!store_label(fs, fd, &st->st, db, &since) ||
 	    !vcache_stamp_settled(f, st->taken_ns, st->window_ns))
 		return false;
 	clock_gettime(CLOCK_REALTIME, &now);

@@ -251,7 +251,6 @@ static int check_config(const struct clamfs_opts *opts,
 	return 0;
 }
 
-/* Creates (0700) and opens the checked quarantine directory; -1 if not. */
 /* The store serves what the cache would: nothing when it is off. */
 static unsigned int store_ttl(const struct clamfs_opts *opts)
 {
@@ -302,6 +301,7 @@ static void open_store(struct runtime *rt, const struct clamfs_opts *opts)
 			 strerror(-ret));
 }
 
+/* Creates (0700) and opens the checked quarantine directory; -1 if not. */
 static int open_quarantine(const char *dir)
 {
 	int fd;

@@ -144,6 +144,15 @@ static int env_open(struct vstore *vs)
 	return rc;
 }
 
+/* Verdicts held now (the identity record aside); vs->lock held. */
+static void count_entries_locked(struct vstore *vs)
+{
+	MDB_stat ms;
+
+	if (vs->env && mdb_env_stat(vs->env, &ms) == 0)
+		vs->c.entries = ms.ms_entries ? ms.ms_entries - 1 : 0;
+}
+
 /* Empties the store and writes its identity, in txn. */
 static int reset_in(struct vstore *vs, MDB_txn *txn)
 {
@@ -193,13 +202,12 @@ static int adopt(struct vstore *vs)
 		goto fail;
 	rc = mdb_txn_commit(txn);
 	txn = NULL;
-	if (rc == 0 && mdb_env_stat(vs->env, &ms) == 0) {
+	if (rc == 0) {
 		pthread_mutex_lock(&vs->lock);
-		vs->c.entries = ms.ms_entries ? ms.ms_entries - 1 : 0;
+		count_entries_locked(vs);
 		pthread_mutex_unlock(&vs->lock);
-	}
-	if (rc == 0)
 		return 0;
+	}
 fail:
 	if (txn)
 		mdb_txn_abort(txn);
@@ -359,7 +367,6 @@ int vstore_flush(struct vstore *vs)
 	bool must_land = false;
 	size_t n, written = 0;
 	uint64_t clears;
-	MDB_stat ms;
 	int rc;
 
 	if (!vs)
@@ -387,7 +394,7 @@ int vstore_flush(struct vstore *vs)
 	}
 	if (rc != 0)
 		log_warn("verdict store: cannot write %s/%s: %s%s", vs->dir,
-			 STORE_FILE, rc > 0 ? strerror(rc) : mdb_strerror(rc),
+			 STORE_FILE, mdb_strerror(rc),
 			 must_land ? "; no longer trusted, removed at the stop"
 				   : "");
 	pthread_mutex_lock(&vs->lock);
@@ -399,8 +406,7 @@ int vstore_flush(struct vstore *vs)
 		vs->forgets += vs->queue[i].kind == OP_FORGET;
 	if (rc == 0) {
 		vs->clears_done = clears;
-		if (vs->env && mdb_env_stat(vs->env, &ms) == 0)
-			vs->c.entries = ms.ms_entries ? ms.ms_entries - 1 : 0;
+		count_entries_locked(vs);
 	} else {
 		vs->c.write_fails++;
 		/* a lost clear or forget would let a stale verdict back */
@@ -528,17 +534,19 @@ void vstore_close(struct vstore *vs)
 	free(vs);
 }
 
-static bool forget_pending(const struct vstore *vs, dev_t dev, ino_t ino)
+/* Whether an op of this kind for the inode is queued or being committed. */
+static bool op_pending(const struct vstore *vs, enum op_kind kind, dev_t dev,
+		       ino_t ino)
 {
-	for (size_t i = 0; i < vs->queued; i++)
-		if (vs->queue[i].kind == OP_FORGET &&
-		    vs->queue[i].f.dev == dev && vs->queue[i].f.ino == ino)
-			return true;
-	for (size_t i = 0; i < vs->ninflight; i++)
-		if (vs->inflight[i].kind == OP_FORGET &&
-		    vs->inflight[i].f.dev == dev &&
-		    vs->inflight[i].f.ino == ino)
-			return true;
+	const struct op *lists[] = {vs->queue, vs->inflight};
+	const size_t lens[] = {vs->queued, vs->ninflight};
+
+	for (size_t l = 0; l < 2; l++)
+		for (size_t i = 0; i < lens[l]; i++)
+			if (lists[l][i].kind == kind &&
+			    lists[l][i].f.dev == dev &&
+			    lists[l][i].f.ino == ino)
+				return true;
 	return false;
 }
 
@@ -577,7 +585,7 @@ bool vstore_lookup_clean(struct vstore *vs, const struct vcache_file *f,
 		return false;
 	pthread_mutex_lock(&vs->lock);
 	if (vs->broken || vs->clears_asked != vs->clears_done ||
-	    (vs->forgets && forget_pending(vs, f->dev, f->ino))) {
+	    (vs->forgets && op_pending(vs, OP_FORGET, f->dev, f->ino))) {
 		pthread_mutex_unlock(&vs->lock);
 		return false;
 	}
@@ -609,6 +617,16 @@ static void queue_clear_locked(struct vstore *vs)
 	pthread_cond_signal(&vs->wake);
 }
 
+/* The next slot of the queue, which has room; called with vs->lock held. */
+static struct op *queue_op_locked(struct vstore *vs, enum op_kind kind)
+{
+	struct op *op = &vs->queue[vs->queued++];
+
+	memset(op, 0, sizeof(*op));
+	op->kind = kind;
+	return op;
+}
+
 void vstore_put_clean(struct vstore *vs, const struct vcache_file *f,
 		      const char *db_id, int64_t scanned_ns)
 {
@@ -621,9 +639,7 @@ void vstore_put_clean(struct vstore *vs, const struct vcache_file *f,
 		vs->c.dropped++;
 		goto out;
 	}
-	op = &vs->queue[vs->queued++];
-	memset(op, 0, sizeof(*op));
-	op->kind = OP_PUT;
+	op = queue_op_locked(vs, OP_PUT);
 	op->f = *f;
 	op->scanned_ns = scanned_ns;
 	snprintf(op->db, sizeof(op->db), "%s", db_id);
@@ -631,20 +647,6 @@ void vstore_put_clean(struct vstore *vs, const struct vcache_file *f,
 		pthread_cond_signal(&vs->wake);
 out:
 	pthread_mutex_unlock(&vs->lock);
-}
-
-static bool put_pending(const struct vstore *vs, dev_t dev, ino_t ino)
-{
-	for (size_t i = 0; i < vs->queued; i++)
-		if (vs->queue[i].kind == OP_PUT && vs->queue[i].f.dev == dev &&
-		    vs->queue[i].f.ino == ino)
-			return true;
-	for (size_t i = 0; i < vs->ninflight; i++)
-		if (vs->inflight[i].kind == OP_PUT &&
-		    vs->inflight[i].f.dev == dev &&
-		    vs->inflight[i].f.ino == ino)
-			return true;
-	return false;
 }
 
 void vstore_forget(struct vstore *vs, dev_t dev, ino_t ino)
@@ -657,7 +659,7 @@ void vstore_forget(struct vstore *vs, dev_t dev, ino_t ino)
 		return;
 	/* most files opened for writing were never kept: no write then */
 	pthread_mutex_lock(&vs->lock);
-	pending = put_pending(vs, dev, ino);
+	pending = op_pending(vs, OP_PUT, dev, ino);
 	pthread_mutex_unlock(&vs->lock);
 	if (!pending && !read_kept(vs, dev, ino, &val))
 		return;
@@ -667,9 +669,7 @@ void vstore_forget(struct vstore *vs, dev_t dev, ino_t ino)
 		queue_clear_locked(vs);
 		goto out;
 	}
-	op = &vs->queue[vs->queued++];
-	memset(op, 0, sizeof(*op));
-	op->kind = OP_FORGET;
+	op = queue_op_locked(vs, OP_FORGET);
 	op->f.dev = dev;
 	op->f.ino = ino;
 	vs->forgets++;

@@ -18,6 +18,18 @@ class MappedSigbus(OSError):
     """The access through the mapping ended in SIGBUS (errno EFAULT)."""
 
 
+def _reap(pid, what):
+    """Waits for the child that made the access; raises as it ended."""
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        cls = MappedSigbus if sig == signal.SIGBUS else OSError
+        raise cls(errno.EFAULT, f"{what}: signal {sig}")
+    code = os.WEXITSTATUS(status)
+    if code:
+        raise OSError(code, os.strerror(code))
+
+
 def mapped_write(fd, size, off, data):
     """Writes data at off through a shared mapping of fd's first size bytes
     and msyncs it. Raises OSError as msync gave it, MappedSigbus for
@@ -34,14 +46,7 @@ def mapped_write(fd, size, off, data):
             code = e.errno if e.errno and e.errno < 256 else 255
         finally:
             os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        cls = MappedSigbus if sig == signal.SIGBUS else OSError
-        raise cls(errno.EFAULT, f"mapped write: signal {sig}")
-    code = os.WEXITSTATUS(status)
-    if code:
-        raise OSError(code, os.strerror(code))
+    _reap(pid, "mapped write")
 
 
 def mapped_read(fd, size):
@@ -74,12 +79,5 @@ def mapped_read(fd, size):
             chunks.append(b)
     finally:
         os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        cls = MappedSigbus if sig == signal.SIGBUS else OSError
-        raise cls(errno.EFAULT, f"mapped read: signal {sig}")
-    code = os.WEXITSTATUS(status)
-    if code:
-        raise OSError(code, os.strerror(code))
+    _reap(pid, "mapped read")
     return b"".join(chunks)
