@@ -90,6 +90,7 @@ struct scanq_user {
 	unsigned int queued;  /* tickets in its lanes */
 	unsigned int waiters; /* its waiters on any scan, queued or running */
 	bool background;      /* its scans come after everybody else's */
+	bool beside_one; /* ... and may run beside one that is waited for */
 	struct ticket_queue lane[LANES];
 	bool in_ring, in_small_ring;
 	TAILQ_ENTRY(scanq_user) ring_link;	 /* has any queued ticket */
@@ -305,10 +306,12 @@ bool scanq_background_possible(const struct scanq *q)
 	return q->ngeneral >= 2;
 }
 
-static bool background_may_start(const struct scanq *q)
+static bool background_may_start(const struct scanq *q,
+				 const struct scanq_user *u)
 {
-	return q->stopping || (scanq_background_possible(q) &&
-			       q->running_fg == 0 && q->running_bg == 0);
+	return q->stopping ||
+	       (scanq_background_possible(q) && q->running_bg == 0 &&
+		q->running_fg <= (u->beside_one && q->ngeneral >= 3 ? 1u : 0u));
 }
 
 /*
@@ -336,10 +339,10 @@ static struct scan_job *pick(struct scanq *q, bool small_only)
 		TAILQ_FOREACH (u, &q->ring, ring_link) {
 			if (!u->background)
 				break;
-			if (!bg)
+			if (!bg && background_may_start(q, u))
 				bg = u;
 		}
-		if (!u && bg && background_may_start(q))
+		if (!u)
 			u = bg;
 		if (!u)
 			return NULL;
@@ -370,7 +373,7 @@ static void job_stopped(struct scanq *q, struct scan_job *job)
 		q->running_bg--;
 	job->counts_fg = job->counts_bg = false;
 	/* a background scan may start now: the small-file thread cannot */
-	if (q->running_fg == 0 && q->running_bg == 0)
+	if (q->running_fg <= 1 && q->running_bg == 0)
 		pthread_cond_signal(&q->wake);
 }
 
@@ -1211,6 +1214,23 @@ static unsigned int queue_bound(const struct scanq *q,
 	return q->cfg.max_queued_per_uid;
 }
 
+bool scanq_background_room(struct scanq *q, uid_t uid)
+{
+	struct scanq_user *u;
+	bool room = true;
+
+	pthread_mutex_lock(&q->lock);
+	LIST_FOREACH (u, user_bucket(q, uid), hash_link) {
+		if (u->uid == uid) {
+			room = u->queued < SCANQ_MAX_QUEUED_BACKGROUND &&
+			       u->queued < q->cfg.max_queued_per_uid;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	return room;
+}
+
 int scanq_submit(struct scanq *q, const struct scan_request *r,
 		 struct scan_waiter *w)
 {
@@ -1243,8 +1263,10 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		ret = -ENOMEM;
 		goto out;
 	}
-	if (!u->queued && !u->waiters)
+	if (!u->queued && !u->waiters) {
 		u->background = r->background;
+		u->beside_one = r->background && r->beside_one;
+	}
 	/* a job everybody gave up on is being cancelled: start afresh */
 	if (job && atomic_fetch_add(&job->interested, 1) == 0) {
 		atomic_fetch_sub(&job->interested, 1);

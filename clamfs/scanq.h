@@ -33,7 +33,10 @@
  *   user's open never waits behind a background scan. A user who opens
  *   the file joins it and gives it a ticket of their own. With fewer
  *   threads background scans are only made when someone joins them:
- *   callers should not ask (scanq_background_possible).
+ *   callers should not ask (scanq_background_possible). One asked for
+ *   a reader who waits on the scan of a file beside it (beside_one) may
+ *   also start while a single waited-for scan runs and none is queued,
+ *   given three general threads or more.
  * - A bound: a user may have at most max_queued_per_uid scans waiting
  *   for a thread (a ticket of a scan joined counts too), and at most
  *   max_waiters_per_uid waiters in all, queued, joined or running: by
@@ -271,6 +274,13 @@ enum scan_mode scanq_mode(struct scanq *q);
 /* Whether the queue runs background scans (see the top). */
 bool scanq_background_possible(const struct scanq *q);
 
+/*
+ * Whether a background submit in uid's queue would find room now (it may
+ * not by the time it is made: a hint for callers that would rather wait
+ * than have their scan dropped).
+ */
+bool scanq_background_room(struct scanq *q, uid_t uid);
+
 /* Stops the threads; scans under way and queued ones end as cancelled. */
 void scanq_free(struct scanq *q);
 
@@ -304,6 +314,15 @@ struct scan_request {
 	 */
 	bool background;
 	int64_t not_before_ns;
+	/*
+	 * A background scan for a reader who is waiting for the scan of a
+	 * file beside it (ahead.h), rather than for a writer who is busy:
+	 * it may start while one scan somebody waits for runs (still one
+	 * background scan at a time, never while a waited-for one is
+	 * queued), using the clamd thread that reader leaves idle. Its uid's
+	 * queue should hold only such scans.
+	 */
+	bool beside_one;
 	/*
 	 * Optional, run on the scanner thread after prepare, right before
 	 * clamd is asked: whether the file open at fd is still as stamped in

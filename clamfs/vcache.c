@@ -318,6 +318,30 @@ enum vcache_verdict vcache_lookup(struct vcache *vc,
 	return v;
 }
 
+bool vcache_knows(struct vcache *vc, const struct vcache_file *f)
+{
+	bool known = false;
+	uint32_t i, *link;
+	struct vshard *s;
+	uint64_t h, now;
+
+	if (vc->nshards == 0)
+		return false;
+	h = key_hash(f->dev, f->ino);
+	s = shard_of(vc, h);
+	now = vc->clock(vc->clock_arg);
+	pthread_mutex_lock(&s->lock);
+	i = shard_find(s, h, f->dev, f->ino, &link);
+	if (i != NIL) {
+		const struct ventry *e = &s->e[i];
+
+		known = e->gen == (uint32_t)atomic_load(&vc->generation) &&
+			(uint32_t)now < e->expires && stamp_equal(e, f);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return known;
+}
+
 void vcache_insert(struct vcache *vc, const struct vcache_file *f,
 		   enum vcache_verdict verdict, const char *sig, uint64_t gen)
 {

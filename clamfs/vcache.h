@@ -70,6 +70,13 @@ enum vcache_verdict vcache_lookup(struct vcache *vc,
 				  size_t siglen);
 
 /*
+ * Whether the cache holds a verdict for the file as stamped, without
+ * counting a hit or miss or touching the LRU order: for work that only
+ * wants to know whether a scan would be wasted.
+ */
+bool vcache_knows(struct vcache *vc, const struct vcache_file *f);
+
+/*
  * Records a verdict obtained by a scan that started in generation gen.
  * Ignored when the cache was cleared since (the scan used old signatures)
  * or verdict is VCACHE_MISS. Replaces an older entry for the same inode.

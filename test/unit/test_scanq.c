@@ -1622,6 +1622,61 @@ static void test_background_waits_for_running_scans(void **state)
 	scanq_free(q);
 }
 
+static int submit_beside(struct scanq *q, ino_t ino, struct twaiter *t)
+{
+	struct vcache_file f = {.dev = 1, .ino = ino, .size = BIG};
+	struct scan_request r = {
+		.file = &f,
+		.fd = devnull,
+		.uid = BG_UID - 1,
+		.background = true,
+		.beside_one = true,
+	};
+
+	return scanq_submit(q, &r, &t->w);
+}
+
+/*
+ * A reader waits for one scan while the files beside it are scanned
+ * ahead: one of those may use a clamd thread the reader leaves idle, one
+ * at a time, and only while a general thread stays free for others.
+ */
+static void test_beside_one_runs_beside_a_waited_scan(void **state)
+{
+	struct twaiter gate, other, bg[2];
+	struct scanq *q;
+
+	(void)state;
+	for (unsigned int threads = 3; threads <= 4; threads++) {
+		q = new_queue(threads, 10000, 0);
+		twaiter_init(&gate, false);
+		assert_int_equal(submit(q, 260, BIG, 1000, &gate), 0);
+		assert_true(fake_wait_scans(1));
+		for (int i = 0; i < 2; i++) {
+			twaiter_init(&bg[i], false);
+			assert_int_equal(submit_beside(q, 261 + i, &bg[i]), 0);
+		}
+		if (threads == 4)
+			assert_true(fake_wait_scans(2));
+		usleep(100 * 1000);
+		/* two general threads: the second stays free */
+		assert_int_equal(fake_nscans(), threads == 4 ? 2 : 1);
+		if (threads == 4) {
+			/* another user's big file still finds a thread */
+			twaiter_init(&other, false);
+			assert_int_equal(submit(q, 270, BIG, 1001, &other), 0);
+			assert_true(fake_wait_scans(3));
+		}
+		fake_release((ino_t)-1);
+		assert_true(wait_done(&gate, 2000));
+		assert_true(wait_done(&bg[0], 2000) && wait_done(&bg[1], 2000));
+		if (threads == 4)
+			assert_true(wait_done(&other, 2000));
+		assert_int_equal(fake.max_running_big, threads == 4 ? 3 : 1);
+		scanq_free(q);
+	}
+}
+
 static void test_background_held_back_until_not_before(void **state)
 {
 	struct scanq *q = new_queue(3, 10000, 0);
@@ -1777,10 +1832,14 @@ static void test_background_bound(void **state)
 	assert_int_equal(submit(q, 300, 100, 1000, &gate), 0);
 	assert_true(fake_wait_scans(1));
 	for (int i = 0; i < N; i++) {
+		/* the hint a walk waits on instead of having scans dropped */
+		assert_true(scanq_background_room(q, BG_UID) == (i < N - 1));
 		twaiter_init(&bg[i], false);
 		assert_int_equal(submit_bg(q, 1000 + i, 100, 0, NULL, &bg[i]),
 				 i < N - 1 ? 0 : -EAGAIN);
 	}
+	/* another queue is not full */
+	assert_true(scanq_background_room(q, BG_UID - 1));
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.background_dropped, 1);
 	assert_int_equal(cnt.rejected, 0);
@@ -1826,6 +1885,7 @@ int main(void)
 		cmocka_unit_test(test_background_comes_last),
 		cmocka_unit_test(test_small_thread_never_takes_background),
 		cmocka_unit_test(test_background_waits_for_running_scans),
+		cmocka_unit_test(test_beside_one_runs_beside_a_waited_scan),
 		cmocka_unit_test(test_background_held_back_until_not_before),
 		cmocka_unit_test(test_background_confirm),
 		cmocka_unit_test(test_joiner_told_when_the_scan_began),

@@ -155,6 +155,41 @@ static void test_lru_eviction(void **state)
 	vcache_free(vc);
 }
 
+/*
+ * A look that only asks whether a scan would be wasted: no hit or miss
+ * counted, no place in the LRU order taken, nothing stale trusted.
+ */
+static void test_knows_leaves_no_trace(void **state)
+{
+	struct vcache *vc = vcache_new(2, 30, fake_clock, NULL);
+	struct vcache_file f1 = file(21), f2 = file(22), f3 = file(23), g;
+	struct vcache_counters c;
+	uint64_t gen = vcache_generation(vc);
+
+	fake_now = 1000;
+	assert_false(vcache_knows(vc, &f1));
+	vcache_insert(vc, &f1, VCACHE_CLEAN, NULL, gen);
+	vcache_insert(vc, &f2, VCACHE_INFECTED, "Sig", gen);
+	assert_true(vcache_knows(vc, &f1));
+	assert_true(vcache_knows(vc, &f2));
+	g = f1;
+	g.ctime_ns++;
+	assert_false(vcache_knows(vc, &g));
+	/* f1 is still the least recently used: f3 evicts it */
+	vcache_insert(vc, &f3, VCACHE_CLEAN, NULL, gen);
+	assert_false(vcache_knows(vc, &f1));
+	assert_true(vcache_knows(vc, &f2));
+	vcache_counters(vc, &c);
+	assert_int_equal(c.hits, 0);
+	assert_int_equal(c.misses, 0);
+	fake_now += 31;
+	assert_false(vcache_knows(vc, &f2));
+	fake_now -= 31;
+	vcache_clear(vc);
+	assert_false(vcache_knows(vc, &f3));
+	vcache_free(vc);
+}
+
 static void test_disabled_cache_holds_nothing(void **state)
 {
 	struct vcache *off_ttl = vcache_new(100, 0, fake_clock, NULL);
@@ -254,6 +289,7 @@ int main(void)
 		cmocka_unit_test(test_clear_and_stale_generation),
 		cmocka_unit_test(test_invalidate),
 		cmocka_unit_test(test_lru_eviction),
+		cmocka_unit_test(test_knows_leaves_no_trace),
 		cmocka_unit_test(test_disabled_cache_holds_nothing),
 		cmocka_unit_test(test_million_entries_fit_100MB),
 		cmocka_unit_test(test_stamp_settled),
