@@ -23,6 +23,7 @@
 #include "vstore.h"
 
 struct runtime;
+struct ahead;
 
 struct clamfs_fs {
 	struct fuse_session *se; /* for kernel cache notifications */
@@ -46,7 +47,9 @@ struct clamfs_fs {
 	enum scan_mode scan_mode;
 	bool scan_on_close;
 	bool scan_ahead;
-	int quarantine_fd; /* -1 unless on_infected=quarantine */
+	bool scan_ahead_dirs;
+	struct ahead *ahead; /* directories read ahead (ahead.h) */
+	int quarantine_fd;   /* -1 unless on_infected=quarantine */
 	const struct policy *policy;
 	struct vcache *vcache;
 	struct vstore *vstore;	/* NULL without verdict_store= */
@@ -103,6 +106,11 @@ static inline bool fs_scan_on_close(struct clamfs_fs *fs)
 static inline bool fs_scan_ahead(struct clamfs_fs *fs)
 {
 	return __atomic_load_n(&fs->scan_ahead, __ATOMIC_RELAXED);
+}
+
+static inline bool fs_scan_ahead_dirs(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->scan_ahead_dirs, __ATOMIC_RELAXED);
 }
 
 /* The request table handed to fuse_session_new (ops.c). */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "action.h"
+#include "ahead.h"
 #include "creds.h"
 #include "log.h"
 #include "passthrough.h"
@@ -81,6 +82,8 @@ static bool stamp_quiet(struct inode *inode, int fd, const struct stat *st)
 #define CLOSE_SCAN_QUEUE ((uid_t)-2)
 /* The background queue of scans ahead of a reader (nor this one). */
 #define SCAN_AHEAD_QUEUE ((uid_t)-3)
+/* ... and the one of directories read ahead (ahead.h), nor this one. */
+#define SCAN_AHEAD_DIR_QUEUE ((uid_t)-4)
 /*
  * Scanned ahead: files up to this size (a bigger one's scan would hold
  * a general scanner thread long), on filesystems whose racy window is
@@ -96,6 +99,7 @@ struct pending {
 	struct clamfs_fs *fs;
 	fuse_req_t req; /* NULL: a scan_on_close, nobody to reply to */
 	bool ahead;	/* with req NULL: a scan ahead, nothing to act on */
+	bool beside;	/* ... of a directory a reader waits in (ahead.h) */
 	struct fuse_file_info fi;
 	bool is_create;
 	struct fuse_entry_param entry;
@@ -755,6 +759,10 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		r.confirm = stamp_still_quiet;
 		r.confirm_ctx = fs;
 	}
+	if (p->beside) {
+		r.uid = SCAN_AHEAD_DIR_QUEUE;
+		r.beside_one = true;
+	}
 	if (p->req && inode_writers(p->inode) != 0) {
 		r.prepare = flush_writer_pages;
 		r.prepare_ctx = fs;
@@ -972,6 +980,9 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 	}
 
 	stats_inc(&fs->stats, STAT_SCANS_WAITED);
+	/* the files beside it are likely next: read its directory ahead */
+	if (st.quiet && !created && fs_scan_ahead_dirs(fs))
+		ahead_note_wait(fs->ahead, fd);
 	p->req = req;
 	p->fi = *fi; /* fi does not outlive this call */
 	if (created) {
@@ -1129,6 +1140,122 @@ out:
 	fs_unpin(pin);
 	if (fd >= 0)
 		close(fd);
+}
+
+/* A regular file, neither empty nor too big to scan ahead. */
+static bool ahead_size_wanted(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && st->st_size > 0 &&
+	       st->st_size <= SCAN_AHEAD_MAX_BYTES;
+}
+
+/*
+ * The stamp of a file about to be scanned ahead, open at rfd, still the
+ * one looked at through the directory (pst) and not known to the cache.
+ */
+static bool ahead_entry_wanted(struct clamfs_fs *fs, int rfd,
+			       const struct stat *pst, struct stamp *st)
+{
+	struct vcache_file f;
+
+	if (stamp_fd(fs, rfd, st) != 0 || st->st.st_dev != pst->st_dev ||
+	    st->st.st_ino != pst->st_ino || !ahead_keepable(st))
+		return false;
+	vcache_file_from_stat(&f, &st->st);
+	return !vcache_knows(fs_vcache(fs), &f) &&
+	       close_scan_wanted(fs, rfd, &st->st, true);
+}
+
+int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
+			  off_t *bytes)
+{
+	struct generation *pin = fs_pin(fs);
+	struct inode *inode = NULL;
+	struct pending *p = NULL;
+	int pfd, rfd = -1, ret;
+	struct vcache_file f;
+	struct stamp st;
+	struct stat pst;
+
+	/* without a cache its verdict would be thrown away */
+	if (!__atomic_load_n(&fs->store_ttl, __ATOMIC_RELAXED)) {
+		ret = -ENOTSUP;
+		goto out;
+	}
+	if (!scanq_background_room(fs->scanq, SCAN_AHEAD_DIR_QUEUE)) {
+		ret = -EAGAIN;
+		goto out;
+	}
+	/* the descriptors opens and lookups need come first */
+	if (itab_low(fs->itab)) {
+		ret = -EMFILE;
+		goto out;
+	}
+	/* most of a directory a reader goes through is known: one call */
+	if (fstatat(dir_fd, name, &pst, AT_SYMLINK_NOFOLLOW) == -1) {
+		ret = -errno;
+		goto out;
+	}
+	if (!ahead_size_wanted(&pst)) {
+		ret = -ENOENT;
+		goto out;
+	}
+	vcache_file_from_stat(&f, &pst);
+	if (vcache_knows(fs_vcache(fs), &f)) {
+		ret = -EALREADY;
+		goto out;
+	}
+	pfd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd == -1) {
+		ret = -errno;
+		goto out;
+	}
+	if (fstat(pfd, &pst) == -1 || !ahead_size_wanted(&pst)) {
+		close(pfd);
+		ret = -ENOENT;
+		goto out;
+	}
+	/* held until the verdict is in, as a closed writer's file is */
+	ret = itab_insert_ref(fs->itab, pfd, &pst, &inode);
+	if (ret)
+		goto out;
+	ret = -EBUSY;
+	if (inode_writers(inode) != 0)
+		goto out;
+	rfd = reopen_readonly_as_owner(inode_fd(inode), &pst, true);
+	if (rfd < 0) {
+		ret = rfd;
+		goto out;
+	}
+	ret = -EALREADY;
+	if (!ahead_entry_wanted(fs, rfd, &pst, &st))
+		goto out;
+	ret = -ENOMEM;
+	p = pending_new(fs, inode, rfd, &st);
+	if (!p)
+		goto out;
+	p->ahead = true;
+	p->beside = true;
+	p->uid = st.st.st_uid;
+	p->gid = st.st.st_gid;
+	ret = submit(fs, p);
+	if (ret)
+		goto out;
+	stats_inc(&fs->stats, STAT_AHEAD_DIR_SCANS);
+	*bytes = st.st.st_size;
+	/* the verdict's callback owns them now */
+	p = NULL;
+	rfd = -1;
+	inode = NULL;
+out:
+	if (p)
+		pending_free(p);
+	if (rfd >= 0)
+		close(rfd);
+	if (inode)
+		itab_forget(fs->itab, inode, 1);
+	fs_unpin(pin);
+	return ret;
 }
 
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode)

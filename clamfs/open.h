@@ -22,6 +22,17 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 /* A file handle is released: writer bookkeeping, scan_on_close. Takes fd. */
 void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags);
 
+/*
+ * Asks for a background scan of dir_fd's entry name (ahead.h), for the
+ * next reader: only a regular file of up to 64 MiB that the policy would
+ * scan, that no verdict is known for and that nobody writes. Its size
+ * goes to *bytes. Returns 0 when asked, -EAGAIN when the background queue
+ * is full (ask again later), -EMFILE when the inode table runs low, or
+ * another negative errno when the entry is not worth a scan.
+ */
+int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
+			  off_t *bytes);
+
 /* The file is being modified through the mount. */
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode);
 

@@ -208,6 +208,11 @@ const struct opt_row optable[] = {
 	 .help = "scan a file written through the mount in the background "
 		 "once its last writer closes, for the next reader",
 	 .reload = RELOAD_LIVE},
+	{.name = "scan_ahead_dirs", .section = "scan", .type = OPT_FLAG,
+	 .offset = FIELD(scan_ahead_dirs), .def = "yes",
+	 .help = "when an open waits for a scan, scan the other small "
+		 "files of its directory in the background",
+	 .reload = RELOAD_LIVE},
 	/* [cache] */
 	{.name = "cache_entries", .section = "cache", .type = OPT_ULONG,
 	 .offset = FIELD(cache_entries), .max = 100000000UL, .def = "100000",

@@ -65,6 +65,7 @@ struct clamfs_opts {
 	unsigned int clamd_wait;    /* seconds to wait for clamd at start */
 	bool scan_on_close;
 	bool scan_ahead;
+	bool scan_ahead_dirs;
 	char *verdict_store;		 /* directory; NULL: none */
 	unsigned int verdict_store_size; /* MiB */
 	char *quarantine_dir;

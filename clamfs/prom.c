@@ -95,6 +95,11 @@ static const struct prom_row table[] = {
 	COUNTER("ahead_cached", "clamfs_ahead_cached_total",
 		"Background scans whose verdict the cache kept for the next "
 		"reader."),
+	COUNTER("ahead_dirs", "clamfs_ahead_dirs_total",
+		"Directories whose files were scanned ahead of a reader that "
+		"waited for a scan there."),
+	COUNTER("ahead_dir_scans", "clamfs_ahead_dir_scans_total",
+		"Background scans of files of directories read ahead."),
 	COUNTER("quarantined", "clamfs_quarantined_total",
 		"Infected files moved to the quarantine."),
 	COUNTER("deleted", "clamfs_deleted_total", "Infected files deleted."),

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ahead.h"
 #include "dbwatch.h"
 #include "log.h"
 #include "mountpoint.h"
@@ -356,6 +357,7 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 	fs->policy = &opts->policy;
 	fs->scan_on_close = opts->scan_on_close;
 	fs->scan_ahead = opts->scan_ahead;
+	fs->scan_ahead_dirs = opts->scan_ahead_dirs;
 	if (opts->policy.on_infected == INFECTED_QUARANTINE) {
 		fs->quarantine_fd = open_quarantine(opts->quarantine_dir);
 		if (fs->quarantine_fd < 0)
@@ -641,6 +643,9 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
 	if (ret)
 		return ret;
+	ret = ahead_start(rt->fs, &rt->fs->ahead);
+	if (ret)
+		return ret;
 	open_store(rt, opts);
 	ret = dbwatch_start(&src, &rt->fs->stats, opts->version_check,
 			    &rt->dbwatch);
@@ -670,6 +675,9 @@ void runtime_free(struct runtime *rt)
 	}
 	dbwatch_stop(rt->dbwatch);
 	rt->fs->dbwatch = NULL;
+	/* it asks the queue for scans */
+	ahead_stop(rt->fs->ahead);
+	rt->fs->ahead = NULL;
 	/* its last scans end here, and with them their pins */
 	scanq_free(rt->fs->scanq);
 	rt->fs->scanq = NULL;
@@ -849,6 +857,8 @@ static void publish(struct runtime *rt, struct generation *g,
 	__atomic_store_n(&fs->scan_on_close, next->opts->scan_on_close,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&fs->scan_ahead, next->opts->scan_ahead,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->scan_ahead_dirs, next->opts->scan_ahead_dirs,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&fs->store_ttl, store_ttl(next->opts),
 			 __ATOMIC_RELAXED);

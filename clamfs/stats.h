@@ -31,8 +31,10 @@ enum stat_counter {
 	STAT_ERRORS_ALLOWED, /* opens let through after a scan error */
 	STAT_INTERRUPTED,
 	STAT_CLOSE_SCANS,
-	STAT_AHEAD_SCANS,  /* background scans asked for after a write */
-	STAT_AHEAD_CACHED, /* ... whose verdict the cache kept */
+	STAT_AHEAD_SCANS,     /* background scans asked for after a write */
+	STAT_AHEAD_CACHED,    /* ... whose verdict the cache kept */
+	STAT_AHEAD_DIRS,      /* directories read ahead of a reader */
+	STAT_AHEAD_DIR_SCANS, /* background scans of their files */
 	STAT_QUARANTINED,
 	STAT_DELETED,
 	STAT_HOOK_RUNS,

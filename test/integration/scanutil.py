@@ -49,15 +49,17 @@ def mount_scan(mount_clamfs, addr, *opts, backend=None, **kw):
     the same timestamp tick could not be told apart. So the window is 0
     here unless a test sets it: test_sec_racy.py covers the default.
     They count the scans opens ask for, so files they write through the
-    mount are not scanned ahead in the background unless a test says so:
-    test_scan_ahead.py covers that default."""
+    mount, or that sit beside a file an open waits for, are not scanned
+    ahead in the background unless a test says so: test_scan_ahead.py and
+    test_scan_ahead_dirs.py cover those defaults."""
     if hasattr(addr, "socket"):
         addr = addr.socket
     o = [] if addr is None else ["clamd=" + addr]
     if not any(x.startswith("racy_window=") for x in opts):
         o.append("racy_window=0")
-    if not any(x.startswith("scan_ahead") for x in opts):
-        o.append("scan_ahead=no")
+    for key in ("scan_ahead", "scan_ahead_dirs"):
+        if not any(x.split("=")[0] == key for x in opts):
+            o.append(key + "=no")
     o += list(opts)
     return mount_clamfs(backend=backend, opts=o, **kw)
 

@@ -22,7 +22,7 @@ CLEAN = b"C" * 68  # as long as the EICAR test file
 def mount_ahead(mount_clamfs, clamd, *opts, **kw):
     # the defaults (mount_scan turns scan_ahead off for the other suites);
     # the racy window is learnt (20 ms) on the ext4 the tests use
-    if not any(o.startswith("scan_ahead") for o in opts):
+    if not any(o.split("=")[0] == "scan_ahead" for o in opts):
         opts = ("scan_ahead=yes",) + opts
     return mount_scan(mount_clamfs, clamd, "racy_window=2", *opts, **kw)
 

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Reading a directory ahead of its reader: when an open has to wait for
+ * a scan, the other small files of the same directory are likely next
+ * (grep -r, cp -r, a Samba client copying a folder), so they are scanned
+ * in the background (gate_scan_ahead_entry) while the reader works. One
+ * thread walks the directories, a few at a time, each at most once a
+ * minute and to a bounded count and size of files; it waits while the
+ * background queue is full rather than have its scans dropped.
+ */
+#ifndef CLAMFS_AHEAD_H
+#define CLAMFS_AHEAD_H
+
+#include "fs.h"
+
+struct ahead;
+
+/* Starts the thread for fs; -errno on failure. */
+int ahead_start(struct clamfs_fs *fs, struct ahead **out);
+
+/*
+ * Stops and joins the thread (directories not yet walked are dropped),
+ * before the scan queue goes. NULL is a no-op.
+ */
+void ahead_stop(struct ahead *a);
+
+/*
+ * A reader waits for the scan of the file open at fd: its directory is
+ * queued to be read ahead, unless it was lately. Never blocks on the
+ * walk; costs a readlink.
+ */
+void ahead_note_wait(struct ahead *a, int fd);
+
+#endif
