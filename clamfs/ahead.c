@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "log.h"
 #include "open.h"
 #include "pathwalk.h"
@@ -32,11 +33,13 @@
 /* How long the walk waits before asking a full queue again. */
 #define AHEAD_FULL_WAIT_MS 20
 
-/* A directory to walk, and the file whose wait asked for it. */
+/* A directory to walk, the file whose wait asked for it, and who waited. */
 struct walk_job {
 	char *rel; /* backend-relative, "" the root */
 	dev_t dev;
 	ino_t ino;
+	uid_t uid;
+	gid_t gid;
 };
 
 struct recent_dir {
@@ -91,14 +94,36 @@ static void remember(struct ahead *a, const char *rel, int64_t now)
 	a->recent_next = (a->recent_next + 1) % AHEAD_RECENT;
 }
 
-void ahead_note_wait(struct ahead *a, int fd)
+/* Whether a walk could give a verdict anybody keeps. */
+static bool walk_useful(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->store_ttl, __ATOMIC_RELAXED) &&
+	       scanq_background_possible(fs->scanq);
+}
+
+/* rel may be walked again at once: this reader could not list it. */
+static void forget_recent(struct ahead *a, const char *rel)
+{
+	pthread_mutex_lock(&a->lock);
+	for (unsigned int i = 0; i < AHEAD_RECENT; i++) {
+		struct recent_dir *r = &a->recent[i];
+
+		if (r->rel && strcmp(r->rel, rel) == 0) {
+			free(r->rel);
+			r->rel = NULL;
+		}
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+void ahead_note_wait(struct ahead *a, int fd, uid_t uid, gid_t gid)
 {
 	char buf[PATH_MAX], *slash, *copy;
 	struct stat st;
 	const char *rel;
 	int64_t now;
 
-	if (!a || fstat(fd, &st) == -1)
+	if (!a || !walk_useful(a->fs) || fstat(fd, &st) == -1)
 		return;
 	rel = fs_fd_path(a->fs, fd, buf, sizeof(buf));
 	if (!rel)
@@ -111,44 +136,77 @@ void ahead_note_wait(struct ahead *a, int fd)
 		rel = "";
 	now = now_ns();
 	pthread_mutex_lock(&a->lock);
-	if (a->stopping || a->nqueued == AHEAD_QUEUED ||
-	    seen_lately(a, rel, now))
+	if (a->stopping || seen_lately(a, rel, now))
 		goto out;
 	copy = strdup(rel);
 	if (!copy)
 		goto out;
 	remember(a, rel, now);
-	a->queued[a->nqueued++] = (struct walk_job){
-		.rel = copy, .dev = st.st_dev, .ino = st.st_ino};
+	/* full: the oldest goes, the reader has left it behind */
+	if (a->nqueued == AHEAD_QUEUED) {
+		free(a->queued[0].rel);
+		memmove(&a->queued[0], &a->queued[1],
+			sizeof(a->queued[0]) * (AHEAD_QUEUED - 1));
+		a->nqueued--;
+	}
+	a->queued[a->nqueued++] = (struct walk_job){.rel = copy,
+						    .dev = st.st_dev,
+						    .ino = st.st_ino,
+						    .uid = uid,
+						    .gid = gid};
 	pthread_cond_signal(&a->wake);
 out:
 	pthread_mutex_unlock(&a->lock);
 }
 
 /*
- * Opens the backend directory rel for reading, walking down from the root
+ * openat() for reading a directory, without moving its access time where
+ * the caller may ask for that (the owner, or the daemon itself).
+ */
+static int open_dir_at(int at, const char *name)
+{
+	int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	int fd;
+
+	fd = openat(at, name, flags | O_NOATIME);
+	if (fd == -1 && errno == EPERM)
+		fd = openat(at, name, flags);
+	return fd;
+}
+
+/*
+ * Opens the backend directory rel for reading, as who (a directory the
+ * reader may not list is not read for them), walking down from the root
  * without following a symlink (a client may have swapped one in since the
  * reader's open); -errno on failure.
  */
-static int open_dir(struct clamfs_fs *fs, const char *rel)
+static int open_dir(struct clamfs_fs *fs, const char *rel,
+		    const struct creds *who)
 {
 	int root_fd = inode_fd(itab_root(fs->itab));
 	char link[PROC_FD_PATH_MAX], buf[PATH_MAX];
-	const char *base;
-	int pfd, fd;
+	const char *base = NULL;
+	int pfd = -1, fd, ret;
 
 	if (!*rel) {
 		proc_fd_path(link, root_fd);
-		fd = open(link, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		return fd == -1 ? -errno : fd;
+	} else {
+		pfd = pathwalk_parent(root_fd, rel, 0, buf, sizeof(buf), &base);
+		if (pfd < 0)
+			return pfd;
 	}
-	pfd = pathwalk_parent(root_fd, rel, 0, buf, sizeof(buf), &base);
-	if (pfd < 0)
-		return pfd;
-	fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	fd = fd == -1 ? -errno : fd;
-	close(pfd);
-	return fd;
+	ret = creds_assume(who);
+	if (ret)
+		goto out;
+	/* the root by its /proc link: a magic link O_NOFOLLOW would refuse */
+	fd = pfd < 0 ? open(link, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+		     : open_dir_at(pfd, base);
+	ret = fd == -1 ? -errno : fd;
+	creds_restore();
+out:
+	if (pfd >= 0)
+		close(pfd);
+	return ret;
 }
 
 /* Waits up to ms (less if stopped); returns whether still running. */
@@ -176,8 +234,7 @@ static bool still_wanted(struct ahead *a)
 	pthread_mutex_lock(&a->lock);
 	stopping = a->stopping;
 	pthread_mutex_unlock(&a->lock);
-	return !stopping && fs_scan_ahead_dirs(a->fs) &&
-	       scanq_background_possible(a->fs->scanq);
+	return !stopping && fs_scan_ahead_dirs(a->fs) && walk_useful(a->fs);
 }
 
 /* Asks for the scans of one directory's files, within the bounds. */
@@ -188,12 +245,15 @@ static void walk(struct ahead *a, const struct walk_job *job)
 	struct dirent *de;
 	struct stat dst;
 	dev_t dir_dev;
+	struct creds who = {.uid = job->uid, .gid = job->gid, .ngroups = 0};
 	DIR *dp;
 	int fd;
 
-	fd = open_dir(a->fs, job->rel);
-	if (fd < 0)
+	fd = open_dir(a->fs, job->rel, &who);
+	if (fd < 0) {
+		forget_recent(a, job->rel);
 		return;
+	}
 	if (fstat(fd, &dst) == -1) {
 		close(fd);
 		return;
@@ -204,7 +264,6 @@ static void walk(struct ahead *a, const struct walk_job *job)
 		close(fd);
 		return;
 	}
-	stats_inc(&a->fs->stats, STAT_AHEAD_DIRS);
 	while (entries < AHEAD_MAX_ENTRIES && files < AHEAD_MAX_FILES &&
 	       bytes < AHEAD_MAX_BYTES && (de = readdir(dp))) {
 		off_t size = 0;
@@ -236,6 +295,8 @@ static void walk(struct ahead *a, const struct walk_job *job)
 	}
 out:
 	closedir(dp);
+	/* counted once walked, so that a count says the walk is over */
+	stats_inc(&a->fs->stats, STAT_AHEAD_DIRS);
 }
 
 static void *ahead_main(void *arg)

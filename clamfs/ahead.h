@@ -4,12 +4,16 @@
  * a scan, the other small files of the same directory are likely next
  * (grep -r, cp -r, a Samba client copying a folder), so they are scanned
  * in the background (gate_scan_ahead_entry) while the reader works. One
- * thread walks the directories, a few at a time, each at most once a
- * minute and to a bounded count and size of files; it waits while the
- * background queue is full rather than have its scans dropped.
+ * thread walks the directories, a few at a time, as the reader who
+ * waited (a directory they may not list is not walked), none of the 32
+ * walked last again within a minute, each to a bounded count and size of
+ * files; it waits while the background queue is full rather than have
+ * its scans dropped.
  */
 #ifndef CLAMFS_AHEAD_H
 #define CLAMFS_AHEAD_H
+
+#include <sys/types.h>
 
 #include "fs.h"
 
@@ -25,10 +29,11 @@ int ahead_start(struct clamfs_fs *fs, struct ahead **out);
 void ahead_stop(struct ahead *a);
 
 /*
- * A reader waits for the scan of the file open at fd: its directory is
- * queued to be read ahead, unless it was lately. Never blocks on the
- * walk; costs a readlink.
+ * The reader uid/gid waits for the scan of the file open at fd: its
+ * directory is queued to be read ahead, unless it was lately or the walk
+ * could not help (no cache, too few scanner threads). Never blocks on
+ * the walk; costs an fstat and a readlink.
  */
-void ahead_note_wait(struct ahead *a, int fd);
+void ahead_note_wait(struct ahead *a, int fd, uid_t uid, gid_t gid);
 
 #endif

@@ -981,8 +981,10 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 
 	stats_inc(&fs->stats, STAT_SCANS_WAITED);
 	/* the files beside it are likely next: read its directory ahead */
-	if (st.quiet && !created && fs_scan_ahead_dirs(fs))
-		ahead_note_wait(fs->ahead, fd);
+	if (st.quiet && !created && fs_scan_ahead_dirs(fs)) {
+		ctx = fuse_req_ctx(req);
+		ahead_note_wait(fs->ahead, fd, ctx->uid, ctx->gid);
+	}
 	p->req = req;
 	p->fi = *fi; /* fi does not outlive this call */
 	if (created) {
@@ -1022,11 +1024,11 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
  * A read-only reopening of a writer's file for its close scan, as the
  * file's owner: root may not read it (NFS root_squash), and the daemon
  * should not read what the owner could not. A scan ahead reads a file
- * nobody asked to read: it must not move its access time (O_NOATIME,
- * which only the owner may ask for; without it, no scan ahead). -errno on
- * failure.
+ * nobody asked to read: it must not move its access time (O_NOATIME in
+ * flags, which only the owner may ask for; without it, no scan ahead).
+ * -errno on failure.
  */
-static int reopen_readonly_as_owner(int fd, const struct stat *st, bool ahead)
+static int reopen_readonly_as_owner(int fd, const struct stat *st, int flags)
 {
 	struct creds owner = {.uid = st->st_uid, .gid = st->st_gid};
 	int ret;
@@ -1034,7 +1036,7 @@ static int reopen_readonly_as_owner(int fd, const struct stat *st, bool ahead)
 	ret = creds_assume(&owner);
 	if (ret)
 		return ret;
-	ret = reopen_readonly_flags(fd, ahead ? O_NOATIME : 0);
+	ret = reopen_readonly_flags(fd, flags);
 	creds_restore();
 	return ret;
 }
@@ -1104,7 +1106,7 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	    !close_scan_wanted(fs, fd, &st.st, ahead))
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
-	rfd = reopen_readonly_as_owner(fd, &st.st, ahead);
+	rfd = reopen_readonly_as_owner(fd, &st.st, ahead ? O_NOATIME : 0);
 	if (rfd < 0)
 		goto out;
 	close(fd);
@@ -1163,6 +1165,7 @@ static bool ahead_entry_wanted(struct clamfs_fs *fs, int rfd,
 		return false;
 	vcache_file_from_stat(&f, &st->st);
 	return !vcache_knows(fs_vcache(fs), &f) &&
+	       !store_hit(fs, rfd, &f, st) &&
 	       close_scan_wanted(fs, rfd, &st->st, true);
 }
 
@@ -1182,15 +1185,6 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 		ret = -ENOTSUP;
 		goto out;
 	}
-	if (!scanq_background_room(fs->scanq, SCAN_AHEAD_DIR_QUEUE)) {
-		ret = -EAGAIN;
-		goto out;
-	}
-	/* the descriptors opens and lookups need come first */
-	if (itab_low(fs->itab)) {
-		ret = -EMFILE;
-		goto out;
-	}
 	/* most of a directory a reader goes through is known: one call */
 	if (fstatat(dir_fd, name, &pst, AT_SYMLINK_NOFOLLOW) == -1) {
 		ret = -errno;
@@ -1203,6 +1197,15 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 	vcache_file_from_stat(&f, &pst);
 	if (vcache_knows(fs_vcache(fs), &f)) {
 		ret = -EALREADY;
+		goto out;
+	}
+	if (!scanq_background_room(fs->scanq, SCAN_AHEAD_DIR_QUEUE)) {
+		ret = -EAGAIN;
+		goto out;
+	}
+	/* the descriptors opens and lookups need come first */
+	if (itab_low(fs->itab)) {
+		ret = -EMFILE;
 		goto out;
 	}
 	pfd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -1222,7 +1225,12 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 	ret = -EBUSY;
 	if (inode_writers(inode) != 0)
 		goto out;
-	rfd = reopen_readonly_as_owner(inode_fd(inode), &pst, true);
+	/*
+	 * A lease another user holds on it (Samba's oplocks) is not waited
+	 * for: this open would break it, and nobody asked to read the file.
+	 */
+	rfd = reopen_readonly_as_owner(inode_fd(inode), &pst,
+				       O_NOATIME | O_NONBLOCK);
 	if (rfd < 0) {
 		ret = rfd;
 		goto out;

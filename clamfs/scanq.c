@@ -298,8 +298,9 @@ static void waiter_leave(struct scanq *q, struct scan_waiter *w)
  * Under q->lock: whether a background scan may start. Not while a scan
  * somebody waits for runs (clamd's CPU is theirs: on a small machine a
  * background scan beside them would slow them down), and one at a time
- * (the writer that caused it is working too). When stopping, anything:
- * the queue is drained.
+ * (the writer that caused it is working too); one beside_one only while
+ * a single such scan runs, whose reader leaves the rest of clamd idle.
+ * When stopping, anything: the queue is drained.
  */
 bool scanq_background_possible(const struct scanq *q)
 {

@@ -1677,6 +1677,33 @@ static void test_beside_one_runs_beside_a_waited_scan(void **state)
 	}
 }
 
+/*
+ * A plain background scan queued first (a writer's, which must wait for
+ * every waited-for scan) does not hold back one beside a reader.
+ */
+static void test_beside_one_passes_plain_background(void **state)
+{
+	struct scanq *q = new_queue(4, 10000, 0);
+	struct twaiter gate, plain, beside;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	assert_int_equal(submit(q, 280, BIG, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	twaiter_init(&plain, false);
+	assert_int_equal(submit_bg(q, 281, BIG, 0, NULL, &plain), 0);
+	twaiter_init(&beside, false);
+	assert_int_equal(submit_beside(q, 282, &beside), 0);
+	assert_true(fake_wait_scans(2));
+	assert_int_equal(fake.order[1], 282);
+	usleep(100 * 1000);
+	assert_int_equal(fake_nscans(), 2);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&gate, 2000) && wait_done(&plain, 2000) &&
+		    wait_done(&beside, 2000));
+	scanq_free(q);
+}
+
 static void test_background_held_back_until_not_before(void **state)
 {
 	struct scanq *q = new_queue(3, 10000, 0);
@@ -1886,6 +1913,7 @@ int main(void)
 		cmocka_unit_test(test_small_thread_never_takes_background),
 		cmocka_unit_test(test_background_waits_for_running_scans),
 		cmocka_unit_test(test_beside_one_runs_beside_a_waited_scan),
+		cmocka_unit_test(test_beside_one_passes_plain_background),
 		cmocka_unit_test(test_background_held_back_until_not_before),
 		cmocka_unit_test(test_background_confirm),
 		cmocka_unit_test(test_joiner_told_when_the_scan_began),
