@@ -134,7 +134,7 @@ static inline struct inode *req_inode(fuse_req_t req, fuse_ino_t ino)
 static inline fuse_ino_t inode_nodeid(struct clamfs_fs *fs, struct inode *in)
 {
 	(void)fs;
-	return inode_id(in);
+	return inode_hand_out(in);
 }
 
 /* The backend fd of an open file (fi->fh). */

@@ -27,7 +27,8 @@ struct inode {
 	struct inode *id_next; /* in its id shard */
 	uint64_t id;
 	uint32_t generation;
-	bool counted; /* a counted id: kept as a ghost once forgotten */
+	bool counted; /* a counted id: kept as a ghost once forgotten... */
+	atomic_bool handed_out; /* ... if anybody was ever told it */
 	struct nodeid_handle handle;
 	int fd;
 	mode_t type;
@@ -291,8 +292,11 @@ static uint64_t id_assign_locked(struct inode_table *table, struct inode *inode)
 	if (inode->handle.len &&
 	    ghosts_take(table->ghosts, inode->dev, inode->ino, &inode->handle,
 			&id) &&
-	    !id_find_locked(table, id))
+	    !id_find_locked(table, id)) {
+		/* somebody was told it once: a ghost again when forgotten */
+		atomic_store(&inode->handed_out, true);
 		return id;
+	}
 	do
 		id = nodeid_counted(++table->counted, table->handle_ids);
 	while (id && id_find_locked(table, id));
@@ -590,7 +594,7 @@ void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n)
 			link = &(*link)->hash_next;
 		*link = inode->hash_next;
 		id_unlink_locked(table, inode);
-		if (inode->counted)
+		if (inode->counted && atomic_load(&inode->handed_out))
 			ghosts_put(table->ghosts, inode->id, inode->dev,
 				   inode->ino, &inode->handle);
 		itab_unname_locked(table, inode);
@@ -761,6 +765,12 @@ size_t itab_ghosts(struct inode_table *table)
 
 uint64_t inode_id(const struct inode *inode)
 {
+	return inode->id;
+}
+
+uint64_t inode_hand_out(struct inode *inode)
+{
+	atomic_store(&inode->handed_out, true);
 	return inode->id;
 }
 

@@ -136,6 +136,12 @@ size_t itab_ghosts(struct inode_table *table);
 
 /* The node id and its generation (the pair a FUSE file handle holds). */
 uint64_t inode_id(const struct inode *inode);
+/*
+ * The node id, for the kernel: once handed out, a counted id is kept as
+ * a ghost when the inode is forgotten (an NFS client may come back with
+ * it). An inode only the daemon used (a file scanned ahead) leaves none.
+ */
+uint64_t inode_hand_out(struct inode *inode);
 uint32_t inode_generation(const struct inode *inode);
 
 int inode_fd(const struct inode *inode);

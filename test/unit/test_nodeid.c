@@ -196,8 +196,17 @@ static void test_table_ids(void **state)
 	assert_int_equal(inode_id(itab_root(f->t)), 1);
 	assert_int_equal(inode_generation(itab_root(f->t)), 0);
 
+	/* an id nobody was told leaves no ghost */
 	in = insert_file(f);
 	id = inode_id(in);
+	itab_forget(f->t, in, 1);
+	assert_int_equal(itab_ghosts(f->t), 0);
+	in = insert_file(f);
+	assert_true(inode_id(in) != id);
+	itab_forget(f->t, in, 1);
+
+	in = insert_file(f);
+	id = inode_hand_out(in);
 	assert_true(id > 1);
 	assert_ptr_equal(itab_by_id(f->t, id), in);
 	assert_null(itab_by_id(f->t, id + 1));
@@ -207,7 +216,9 @@ static void test_table_ids(void **state)
 	/* forgotten, the file comes back by name with its id */
 	in = insert_file(f);
 	assert_int_equal(inode_id(in), id);
+	/* and keeps it once forgotten again, told or not */
 	itab_forget(f->t, in, 1);
+	assert_int_equal(itab_ghosts(f->t), 1);
 	/* and by its id, reopened by handle when the daemon may do that */
 	if (geteuid() == 0 && itab_ghosts(f->t) == 1) {
 		assert_int_equal(itab_resolve_id(f->t, id, &again), 0);
