@@ -25,6 +25,8 @@ def write_cfg(path, b, mnt, clamd, on_infected="deny", cache_ttl=3600,
         fuse.append(("threads", str(threads)))
     return ini(path, [("fuse", fuse),
                       ("clamd", [("clamd", clamd.socket)]),
+                      # scans are counted: none beside a waited open
+                      ("scan", [("scan_ahead_dirs", "no")]),
                       ("cache", [("cache_ttl", str(cache_ttl))]),
                       ("action", [("on_infected", on_infected)])],
                raw_tail=raw)
