@@ -116,14 +116,14 @@ static void forget_recent(struct ahead *a, const char *rel)
 	pthread_mutex_unlock(&a->lock);
 }
 
-void ahead_note_wait(struct ahead *a, int fd, uid_t uid, gid_t gid)
+void ahead_note_wait(struct ahead *a, int fd, const struct stat *st, uid_t uid,
+		     gid_t gid)
 {
 	char buf[PATH_MAX], *slash, *copy;
-	struct stat st;
 	const char *rel;
 	int64_t now;
 
-	if (!a || !walk_useful(a->fs) || fstat(fd, &st) == -1)
+	if (!a || !walk_useful(a->fs))
 		return;
 	rel = fs_fd_path(a->fs, fd, buf, sizeof(buf));
 	if (!rel)
@@ -150,8 +150,8 @@ void ahead_note_wait(struct ahead *a, int fd, uid_t uid, gid_t gid)
 		a->nqueued--;
 	}
 	a->queued[a->nqueued++] = (struct walk_job){.rel = copy,
-						    .dev = st.st_dev,
-						    .ino = st.st_ino,
+						    .dev = st->st_dev,
+						    .ino = st->st_ino,
 						    .uid = uid,
 						    .gid = gid};
 	pthread_cond_signal(&a->wake);

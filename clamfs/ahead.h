@@ -13,6 +13,7 @@
 #ifndef CLAMFS_AHEAD_H
 #define CLAMFS_AHEAD_H
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "fs.h"
@@ -29,11 +30,12 @@ int ahead_start(struct clamfs_fs *fs, struct ahead **out);
 void ahead_stop(struct ahead *a);
 
 /*
- * The reader uid/gid waits for the scan of the file open at fd: its
- * directory is queued to be read ahead, unless it was lately or the walk
- * could not help (no cache, too few scanner threads). Never blocks on
- * the walk; costs an fstat and a readlink.
+ * The reader uid/gid waits for the scan of the file open at fd (stat
+ * st): its directory is queued to be read ahead, unless it was lately or
+ * the walk could not help (no cache, too few scanner threads). Never
+ * blocks on the walk; costs a readlink.
  */
-void ahead_note_wait(struct ahead *a, int fd, uid_t uid, gid_t gid);
+void ahead_note_wait(struct ahead *a, int fd, const struct stat *st, uid_t uid,
+		     gid_t gid);
 
 #endif

@@ -981,10 +981,8 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 
 	stats_inc(&fs->stats, STAT_SCANS_WAITED);
 	/* the files beside it are likely next: read its directory ahead */
-	if (st.quiet && !created && fs_scan_ahead_dirs(fs)) {
-		ctx = fuse_req_ctx(req);
-		ahead_note_wait(fs->ahead, fd, ctx->uid, ctx->gid);
-	}
+	if (st.quiet && !created && fs_scan_ahead_dirs(fs))
+		ahead_note_wait(fs->ahead, fd, &st.st, p->uid, p->gid);
 	p->req = req;
 	p->fi = *fi; /* fi does not outlive this call */
 	if (created) {

@@ -278,6 +278,14 @@ static bool stamp_equal(const struct ventry *e, const struct vcache_file *f)
 	       e->ctime_ns == f->ctime_ns;
 }
 
+/* Under the shard lock: whether e still holds a verdict for f. */
+static bool entry_valid(const struct vcache *vc, const struct ventry *e,
+			const struct vcache_file *f, uint64_t now)
+{
+	return e->gen == (uint32_t)atomic_load(&vc->generation) &&
+	       (uint32_t)now < e->expires && stamp_equal(e, f);
+}
+
 enum vcache_verdict vcache_lookup(struct vcache *vc,
 				  const struct vcache_file *f, char *sig,
 				  size_t siglen)
@@ -286,21 +294,18 @@ enum vcache_verdict vcache_lookup(struct vcache *vc,
 	uint64_t h, now;
 	struct vshard *s;
 	uint32_t i, *link;
-	uint32_t gen;
 
 	if (vc->nshards == 0)
 		return VCACHE_MISS;
 	h = key_hash(f->dev, f->ino);
 	s = shard_of(vc, h);
-	gen = (uint32_t)atomic_load(&vc->generation);
 	now = vc->clock(vc->clock_arg);
 	pthread_mutex_lock(&s->lock);
 	i = shard_find(s, h, f->dev, f->ino, &link);
 	if (i != NIL) {
 		struct ventry *e = &s->e[i];
 
-		if (e->gen == gen && (uint32_t)now < e->expires &&
-		    stamp_equal(e, f)) {
+		if (entry_valid(vc, e, f, now)) {
 			v = e->verdict;
 			if (sig && siglen)
 				strlcpy(sig, e->sig ? e->sig : "", siglen);
@@ -333,10 +338,7 @@ bool vcache_knows(struct vcache *vc, const struct vcache_file *f)
 	pthread_mutex_lock(&s->lock);
 	i = shard_find(s, h, f->dev, f->ino, &link);
 	if (i != NIL) {
-		const struct ventry *e = &s->e[i];
-
-		known = e->gen == (uint32_t)atomic_load(&vc->generation) &&
-			(uint32_t)now < e->expires && stamp_equal(e, f);
+		known = entry_valid(vc, &s->e[i], f, now);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return known;
