@@ -70,6 +70,7 @@ struct scan_job {
 	struct scan_ticket *tickets;
 	bool in_map;
 	bool queued;		 /* has a ticket in a user's queue */
+	bool answering;		 /* scanned: its waiters are being answered */
 	struct scan_job *reaped; /* the reaper's list of jobs to end */
 	bool expired;		 /* reaped at its deadline (else abandoned) */
 	enum lane lane;
@@ -875,6 +876,32 @@ out:
 		cfg.observe(cfg.observe_arg, out->usec);
 }
 
+/*
+ * Under q->lock, a scan that gave a verdict: its waiters are answered
+ * (and cache it) while the scan can still be found, and so are those who
+ * join meanwhile. Ended at once, an opener that came between its end and
+ * the verdict reaching the cache would find neither, and scan the file
+ * again. Returns with the lock held and no waiter left.
+ */
+static void answer_while_mapped(struct scanq *q, struct scan_job *job,
+				const struct scan_outcome *o)
+{
+	struct scan_waiter *list, *w;
+
+	if (!job->in_map ||
+	    (o->res.verdict != CDP_CLEAN && o->res.verdict != CDP_INFECTED))
+		return;
+	job->answering = true;
+	while ((list = job->waiters)) {
+		job->waiters = NULL;
+		for (w = list; w; w = w->next)
+			waiter_leave(q, w);
+		pthread_mutex_unlock(&q->lock);
+		answer_ordered(list, o);
+		pthread_mutex_lock(&q->lock);
+	}
+}
+
 static void *scanner_main(void *arg)
 {
 	struct scanner *self = arg;
@@ -901,6 +928,7 @@ static void *scanner_main(void *arg)
 
 		pthread_mutex_lock(&q->lock);
 		job_stopped(q, job);
+		answer_while_mapped(q, job, &outcome);
 		job_end(q, job);
 		if (outcome.res.cat == CDP_ERR_CANCELLED)
 			q->counters.cancelled++;
@@ -925,6 +953,8 @@ static bool abandoned(struct scan_job *job)
 static bool reaper_watches(const struct scan_job *job,
 			   const struct scan_waiter *w)
 {
+	if (job->answering)
+		return false; /* the verdict is on its way to w */
 	if (job->queued || job->run_until == 0)
 		return true;
 	return w->deadline_us < job->run_until;

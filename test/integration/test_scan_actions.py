@@ -259,11 +259,14 @@ def test_scan_on_close_quarantines_upload(mount_clamfs, clamd):
     dets = wait_detections(m, 1)
     assert dets[0]["event"] == "close" and dets[0]["path"] == "inbox/up.bin"
     # a clean upload stays, and its verdict is cached by the close scan
+    cached0 = stats(m.mnt)["cache_entries"]
     fd = os.open(m.m("inbox", "ok.bin"), os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(fd, b"clean upload")
     os.close(fd)
     assert wait_for(lambda: stats(m.mnt)["close_scans"] == 2, 5)
     assert clamd.wait_scan_count(scans0 + 2) == scans0 + 2
+    # clamd answers before the verdict reaches the cache
+    assert wait_for(lambda: stats(m.mnt)["cache_entries"] == cached0 + 1, 5)
     s0 = stats(m.mnt)
     assert try_read(m.m("inbox", "ok.bin")) == ("ok", b"clean upload")
     d = delta(s0, stats(m.mnt), "scans", "opens_cache_hit")

@@ -11,7 +11,8 @@
  * Background scans (issue 23) come last, one at a time and only while no
  * other scan runs, never on the small-file thread,
  * wait for not_before unless joined, are dropped when their confirm says
- * the file changed, and are bounded.
+ * the file changed, and are bounded. A verdict can be joined until all
+ * its waiters have it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1357,6 +1358,44 @@ static void test_no_join_after_the_last_decision(void **state)
 }
 
 /*
+ * An opener that comes after the scan gave its verdict but before the
+ * verdict reached the cache (the daemon caches it in done()) joins the
+ * verdict rather than finding neither it nor the scan: one scan only.
+ */
+static struct scanq *late_q;
+static struct twaiter late_b;
+
+static void submit_while_answered(struct scan_waiter *w,
+				  const struct scan_outcome *o)
+{
+	assert_int_equal(submit(late_q, 250, 100, 2, &late_b), 0);
+	on_done(w, o);
+}
+
+static void test_join_while_the_verdict_is_answered(void **state)
+{
+	struct scanq_counters cnt;
+	struct twaiter a;
+
+	(void)state;
+	late_q = new_queue(2, 10000, 0);
+	twaiter_init(&a, false);
+	twaiter_init(&late_b, false);
+	a.w.done = submit_while_answered;
+	fake.verdict = CDP_INFECTED;
+	assert_int_equal(submit(late_q, 250, 100, 1, &a), 0);
+	fake_release(250);
+	assert_true(wait_done(&a, 5000));
+	assert_true(wait_done(&late_b, 5000));
+	assert_int_equal(late_b.o.res.verdict, CDP_INFECTED);
+	assert_true(late_b.seq > a.seq);
+	scanq_counters(late_q, &cnt);
+	assert_int_equal(cnt.joined, 1);
+	scanq_free(late_q);
+	assert_int_equal(fake_nscans(), 1);
+}
+
+/*
  * Two waiters on a queued scan leave one after the other: the first is
  * answered and the scan stays queued; when the last leaves, the scan ends
  * unscanned, gives back its place in the uid's bound, and the same file
@@ -1907,6 +1946,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_retried_for_later_joiner),
 		cmocka_unit_test(test_timeout_alone_not_retried),
 		cmocka_unit_test(test_no_join_after_the_last_decision),
+		cmocka_unit_test(test_join_while_the_verdict_is_answered),
 		cmocka_unit_test(test_withdraw_last_waiter_of_queued_scan),
 		cmocka_unit_test(test_reconfigure_under_way),
 		cmocka_unit_test(test_background_comes_last),
