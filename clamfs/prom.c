@@ -196,7 +196,8 @@ static const struct prom_row table[] = {
 	GAUGE("scans_queued", "clamfs_scans_queued",
 	      "Scans waiting for a scanner thread."),
 	COUNTER("scans_expired", "clamfs_scans_expired_total",
-		"Scans whose deadline passed while they were queued."),
+		"Scans an open waited for whose deadline passed while they "
+		"were queued."),
 	COUNTER("scans_rejected", "clamfs_scans_rejected_total",
 		"Scan requests refused: the user's queue was full."),
 	COUNTER("scans_rejected_waiters", "clamfs_scans_rejected_waiters_total",
@@ -207,8 +208,9 @@ static const struct prom_row table[] = {
 		"yet."),
 	COUNTER("scans_background_dropped",
 		"clamfs_scans_background_dropped_total",
-		"Background scans dropped: their queue was full, or the file "
-		"changed before they could start."),
+		"Background scans dropped: their queue was full, the file "
+		"changed before they could start, or they waited past their "
+		"deadline."),
 	GAUGE("inodes", "clamfs_inodes",
 	      "Files and directories the daemon holds a descriptor of."),
 	/* for people; monitors take the start time (time() - it) */

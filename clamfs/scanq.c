@@ -764,13 +764,14 @@ static bool confirmed(struct scanq *q, struct scan_job *job,
 	pthread_mutex_unlock(&q->lock);
 	fail(&out->res, CDP_ERR_CANCELLED, ECANCELED,
 	     "changed before its background scan");
+	out->dropped = true;
 	return false;
 }
 
 static void run_job(struct scanq *q, struct scan_job *job,
 		    struct scan_outcome *out)
 {
-	uint64_t start = now_usec(), until;
+	uint64_t start = 0, until;
 	struct scanq_attempt note = {.backend = -1};
 	struct scanq_config cfg;
 	struct scanq_scan s;
@@ -825,6 +826,8 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	if (wake)
 		wake_reaper(q);
 	asked = true;
+	/* clamd's time: not the write-back, the hold-back nor the confirm */
+	start = now_usec();
 	out->started_ns = realtime_ns();
 	for (;;) {
 		cfg.scan(&s, &out->res);
@@ -870,7 +873,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 out:
 	if (cfg.release)
 		cfg.release(held);
-	out->usec = now_usec() - start;
+	out->usec = asked ? now_usec() - start : 0;
 	/* before finish(): whoever got the verdict sees the scan counted */
 	if (asked && cfg.observe)
 		cfg.observe(cfg.observe_arg, out->usec);
@@ -930,7 +933,7 @@ static void *scanner_main(void *arg)
 		job_stopped(q, job);
 		answer_while_mapped(q, job, &outcome);
 		job_end(q, job);
-		if (outcome.res.cat == CDP_ERR_CANCELLED)
+		if (outcome.res.cat == CDP_ERR_CANCELLED && !outcome.dropped)
 			q->counters.cancelled++;
 		pthread_mutex_unlock(&q->lock);
 		finish(job, &outcome);
@@ -1018,7 +1021,10 @@ static void reap_job(struct scanq *q, struct scan_job *job, uint64_t now,
 		return;
 	job_end(q, job);
 	job->expired = late;
-	if (late)
+	/* nobody's open waited for a background scan: it is just dropped */
+	if (late && job->background_only)
+		q->counters.background_dropped++;
+	else if (late)
 		q->counters.expired++;
 	else
 		q->counters.cancelled++;

@@ -105,8 +105,9 @@ enum scan_mode {
 struct scan_outcome {
 	struct cdp_result res; /* verdict, signature or error */
 	uint64_t gen;	       /* vcache generation the scan began in */
-	uint64_t usec;	       /* time clamd took, retries included */
 	uint64_t tag;	       /* as given to scanq_submit */
+	/* time clamd took, retries included (0: it was not asked) */
+	uint64_t usec;
 	/*
 	 * CLOCK_REALTIME when clamd was first asked, after prepare and
 	 * confirm (0: it never was): what the scan read may be older than
@@ -125,6 +126,12 @@ struct scan_outcome {
 	 * a user could flood their own queue to have files served unscanned).
 	 */
 	bool expired_queued;
+	/*
+	 * A background scan dropped before clamd was asked (its confirm()
+	 * said no): the file changed. Counted as background_dropped, not as
+	 * cancelled.
+	 */
+	bool dropped;
 };
 
 struct scan_job;
@@ -373,8 +380,9 @@ struct scanq_counters {
 	uint64_t rejected_waiters;   /* submits or joins refused: the uid had
 				      * max_waiters_per_uid waiting already */
 	uint64_t background;	     /* background scans clamd was asked for */
-	uint64_t background_dropped; /* refused (queue full) or the file
-				      * changed before it could start */
+	uint64_t background_dropped; /* refused (queue full), the file
+				      * changed before it could start, or
+				      * its deadline passed while queued */
 	unsigned int queued;	     /* waiting for a scanner thread now */
 };
 

@@ -1743,6 +1743,33 @@ static void test_beside_one_passes_plain_background(void **state)
 	scanq_free(q);
 }
 
+/*
+ * A background scan whose deadline passes while it waits behind others is
+ * dropped, not an expired scan: no open waited for it.
+ */
+static void test_background_past_deadline_is_dropped(void **state)
+{
+	struct scanq *q = new_queue(3, 300, 0);
+	struct twaiter gate, bg;
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	twaiter_init(&bg, false);
+	assert_int_equal(submit(q, 260, BIG, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	assert_int_equal(submit_bg(q, 261, BIG, 0, NULL, &bg), 0);
+	assert_true(wait_done(&bg, 3000));
+	assert_int_equal(bg.o.res.cat, CDP_ERR_TIMEOUT);
+	fake_release(260);
+	assert_true(wait_done(&gate, 3000));
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.expired, 0);
+	assert_int_equal(cnt.background_dropped, 1);
+	scanq_free(q);
+	assert_int_equal(fake_nscans(), 1);
+}
+
 static void test_background_held_back_until_not_before(void **state)
 {
 	struct scanq *q = new_queue(3, 10000, 0);
@@ -1761,6 +1788,8 @@ static void test_background_held_back_until_not_before(void **state)
 	assert_true(wait_done(&alone, 2000));
 	assert_true(alone.at_ms - t0 >= 55);
 	assert_true(alone.o.started_ns >= real_ns() - 1000000000LL);
+	/* the hold-back is not clamd's time (the latency histogram) */
+	assert_true(alone.o.usec < 50 * 1000);
 	/* someone who wants the verdict now does not wait for it */
 	twaiter_init(&bg, false);
 	twaiter_init(&reader, false);
@@ -1811,6 +1840,7 @@ static void test_background_confirm(void **state)
 	assert_int_equal(changed.o.res.cat, CDP_ERR_CANCELLED);
 	assert_int_equal(changed.o.confirmed_ns, 0);
 	assert_int_equal(changed.o.started_ns, 0);
+	assert_true(changed.o.dropped);
 	assert_int_equal(fake_nscans(), 0);
 	/* still as stamped: the confirmation's time comes with the verdict */
 	assert_int_equal(submit_bg(q, 231, 100, 0, confirm_yes, &same), 0);
@@ -1821,6 +1851,8 @@ static void test_background_confirm(void **state)
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.background_dropped, 1);
 	assert_int_equal(cnt.background, 1);
+	/* dropped, not cancelled: nobody gave up on it */
+	assert_int_equal(cnt.cancelled, 0);
 	scanq_free(q);
 }
 
@@ -1954,6 +1986,7 @@ int main(void)
 		cmocka_unit_test(test_background_waits_for_running_scans),
 		cmocka_unit_test(test_beside_one_runs_beside_a_waited_scan),
 		cmocka_unit_test(test_beside_one_passes_plain_background),
+		cmocka_unit_test(test_background_past_deadline_is_dropped),
 		cmocka_unit_test(test_background_held_back_until_not_before),
 		cmocka_unit_test(test_background_confirm),
 		cmocka_unit_test(test_joiner_told_when_the_scan_began),
