@@ -209,7 +209,7 @@ const struct opt_row optable[] = {
 		 "once its last writer closes, for the next reader",
 	 .reload = RELOAD_LIVE},
 	{.name = "scan_ahead_dirs", .section = "scan", .type = OPT_FLAG,
-	 .offset = FIELD(scan_ahead_dirs), .def = "no",
+	 .offset = FIELD(scan_ahead_dirs), .def = "yes",
 	 .help = "when an open waits for a scan, scan the other small "
 		 "files of its directory in the background",
 	 .reload = RELOAD_LIVE},

@@ -299,8 +299,11 @@ static void waiter_leave(struct scanq *q, struct scan_waiter *w)
  * Under q->lock: whether a background scan may start. Not while a scan
  * somebody waits for runs (clamd's CPU is theirs: on a small machine a
  * background scan beside them would slow them down), and one at a time
- * (the writer that caused it is working too); one beside_one only while
- * a single such scan runs, whose reader leaves the rest of clamd idle.
+ * (the writer that caused it is working too). Beside_one ones only
+ * while a single such scan runs, whose reader leaves the rest of clamd
+ * idle: one with three general threads, two with four or more (the
+ * reader's, those two and one free for another user's big file). One
+ * alone left half of two cores idle in a cold grep -r.
  * When stopping, anything: the queue is drained.
  */
 bool scanq_background_possible(const struct scanq *q)
@@ -311,9 +314,14 @@ bool scanq_background_possible(const struct scanq *q)
 static bool background_may_start(const struct scanq *q,
 				 const struct scanq_user *u)
 {
-	return q->stopping ||
-	       (scanq_background_possible(q) && q->running_bg == 0 &&
-		q->running_fg <= (u->beside_one && q->ngeneral >= 3 ? 1u : 0u));
+	if (q->stopping)
+		return true;
+	if (!scanq_background_possible(q))
+		return false;
+	if (u->beside_one && q->ngeneral >= 3)
+		return q->running_fg <= 1 &&
+		       q->running_bg < (q->ngeneral >= 4 ? 2u : 1u);
+	return q->running_bg == 0 && q->running_fg == 0;
 }
 
 /*
@@ -375,7 +383,7 @@ static void job_stopped(struct scanq *q, struct scan_job *job)
 		q->running_bg--;
 	job->counts_fg = job->counts_bg = false;
 	/* a background scan may start now: the small-file thread cannot */
-	if (q->running_fg <= 1 && q->running_bg == 0)
+	if (q->running_fg <= 1)
 		pthread_cond_signal(&q->wake);
 }
 

@@ -36,7 +36,8 @@
  *   callers should not ask (scanq_background_possible). One asked for
  *   a reader who waits on the scan of a file beside it (beside_one) may
  *   also start while a single waited-for scan runs and none is queued,
- *   given three general threads or more.
+ *   given three general threads or more; two such at once with four or
+ *   more.
  * - A bound: a user may have at most max_queued_per_uid scans waiting
  *   for a thread (a ticket of a scan joined counts too), and at most
  *   max_waiters_per_uid waiters in all, queued, joined or running: by
@@ -324,10 +325,11 @@ struct scan_request {
 	/*
 	 * A background scan for a reader who is waiting for the scan of a
 	 * file beside it (ahead.h), rather than for a writer who is busy:
-	 * it may start while one scan somebody waits for runs (still one
-	 * background scan at a time, never while a waited-for one is
-	 * queued), using the clamd thread that reader leaves idle. Its uid's
-	 * queue should hold only such scans.
+	 * it may start while one scan somebody waits for runs (never while
+	 * a waited-for one is queued; two background scans at a time with
+	 * four general threads or more, else one), using the clamd threads
+	 * that reader leaves idle. Its uid's queue should hold only such
+	 * scans.
 	 */
 	bool beside_one;
 	/*

@@ -16,7 +16,8 @@ CLEAN = b"C" * 68  # as long as the EICAR test file
 
 
 def mount_dirs(mount_clamfs, clamd, *opts, **kw):
-    """Reading ahead on (off by default), else the defaults; the racy
+    """Reading ahead on (the default, off in mount_scan), else the
+    defaults; the racy
     window is learnt (20 ms) on the tests' ext4."""
     if not any(o.split("=")[0] == "scan_ahead_dirs" for o in opts):
         opts = ("scan_ahead_dirs=yes",) + opts
@@ -162,11 +163,12 @@ def test_nothing_is_scanned_ahead_when_turned_off(mount_clamfs, clamd):
     assert delta(before, s, "scans") == {"scans": 2}
 
 
-def test_the_walk_is_off_by_default(mount_clamfs, clamd):
+def test_the_walk_is_on_by_default(mount_clamfs, clamd):
     m = mount_clamfs(opts=["clamd=" + clamd.socket, "racy_window=2"])
     tree(m, ["a", "b", "c"])
     assert try_read(m.m("tree", "a")) == ("ok", CLEAN + b"a")
-    stays(m, lambda s: s["ahead_dirs"] == 0 and s["ahead_dir_scans"] == 0)
+    s = walked(m, 2)
+    assert s["ahead_dirs"] == 1 and s["ahead_dir_scans"] == 2, s
 
 
 def test_nothing_is_scanned_ahead_without_a_cache(mount_clamfs, clamd):

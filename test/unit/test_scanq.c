@@ -1682,44 +1682,42 @@ static int submit_beside(struct scanq *q, ino_t ino, struct twaiter *t)
  */
 static void test_beside_one_runs_beside_a_waited_scan(void **state)
 {
-	struct twaiter gate, other, bg[2];
+	struct twaiter gate, other, bg[3];
 	struct scanq *q;
+	int beside;
 
 	(void)state;
-	for (unsigned int threads = 3; threads <= 4; threads++) {
+	for (unsigned int threads = 3; threads <= 5; threads++) {
+		/* one general thread stays free, and at most two beside */
+		beside = threads == 3 ? 0 : threads == 4 ? 1 : 2;
 		q = new_queue(threads, 10000, 0);
 		twaiter_init(&gate, false);
 		assert_int_equal(submit(q, 260, BIG, 1000, &gate), 0);
 		assert_true(fake_wait_scans(1));
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < 3; i++) {
 			twaiter_init(&bg[i], false);
 			assert_int_equal(submit_beside(q, 261 + i, &bg[i]), 0);
 		}
-		if (threads == 4)
-			assert_true(fake_wait_scans(2));
+		assert_true(fake_wait_scans(1 + beside));
 		usleep(100 * 1000);
-		/* two general threads: the second stays free */
-		assert_int_equal(fake_nscans(), threads == 4 ? 2 : 1);
-		if (threads == 4) {
+		assert_int_equal(fake_nscans(), 1 + beside);
+		if (beside) {
 			/* another user's big file still finds a thread */
 			twaiter_init(&other, false);
 			assert_int_equal(submit(q, 270, BIG, 1001, &other), 0);
-			assert_true(fake_wait_scans(3));
+			assert_true(fake_wait_scans(2 + beside));
 		}
 		fake_release((ino_t)-1);
 		assert_true(wait_done(&gate, 2000));
-		assert_true(wait_done(&bg[0], 2000) && wait_done(&bg[1], 2000));
-		if (threads == 4)
+		for (int i = 0; i < 3; i++)
+			assert_true(wait_done(&bg[i], 2000));
+		if (beside)
 			assert_true(wait_done(&other, 2000));
-		assert_int_equal(fake.max_running_big, threads == 4 ? 3 : 1);
+		assert_int_equal(fake.max_running_big, beside ? 2 + beside : 1);
 		scanq_free(q);
 	}
 }
 
-/*
- * A plain background scan queued first (a writer's, which must wait for
- * every waited-for scan) does not hold back one beside a reader.
- */
 static void test_beside_one_passes_plain_background(void **state)
 {
 	struct scanq *q = new_queue(4, 10000, 0);
