@@ -446,7 +446,8 @@ def fleet_section():
 
 
 # bench/realwork/run's results, one Markdown file a run, named
-# DATE-LANE*.md: the newest of each lane is shown
+# DATE-LANE.md for a run of every step, DATE-LANE-WHAT.md for a run of
+# some: the newest full one of each lane is shown
 REALWORK_RESULTS = os.path.join(TOP, "bench", "realwork", "results", "*.md")
 
 
@@ -454,16 +455,20 @@ REALWORK_RESULTS = os.path.join(TOP, "bench", "realwork", "results", "*.md")
 STORE_RESULTS = os.path.join(TOP, "bench", "store", "results", "*.md")
 
 
-def newest_per_lane(pattern, skip=None):
+def newest_per_lane(pattern, skip=None, full_only=False):
     """{lane: the newest DATE-LANE*.md file}; names holding skip are not
-    counted. One name sorts after another of the same day only by what
-    follows the lane, so keep one full result per lane and day."""
+    counted, nor with full_only names with more than DATE-LANE.md. One
+    name sorts after another of the same day only by what follows the
+    lane, so keep one full result per lane and day."""
     newest = {}
     for path in sorted(glob.glob(pattern)):
         name = os.path.basename(path)
         if skip and skip in name:
             continue
-        lane = name[len("YYYY-MM-DD-"):].split("-")[0].split(".")[0]
+        rest = name[len("YYYY-MM-DD-"):]
+        lane = rest.split("-")[0].split(".")[0]
+        if full_only and rest != lane + ".md":
+            continue
         newest[lane] = path
     return newest
 
@@ -491,8 +496,9 @@ def store_section():
 def realwork_section():
     """The newest results of bench/realwork/run on each lane (measured
     apart from the lanes' page runs), after the template's prose on them;
-    nothing while there are none. Quick runs (--quick) are not shown."""
-    newest = newest_per_lane(REALWORK_RESULTS, skip="quick")
+    nothing while there are none. Quick runs (--quick) and runs of some
+    steps (their results are quoted in the prose) are not shown."""
+    newest = newest_per_lane(REALWORK_RESULTS, skip="quick", full_only=True)
     if not newest:
         return []
     L = ["## Real work: unpack, search, build, list, remove", ""]
