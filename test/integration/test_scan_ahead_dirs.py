@@ -17,8 +17,7 @@ CLEAN = b"C" * 68  # as long as the EICAR test file
 
 def mount_dirs(mount_clamfs, clamd, *opts, **kw):
     """Reading ahead on (the default, off in mount_scan), else the
-    defaults; the racy
-    window is learnt (20 ms) on the tests' ext4."""
+    defaults; the racy window is learnt (20 ms) on the tests' ext4."""
     if not any(o.split("=")[0] == "scan_ahead_dirs" for o in opts):
         opts = ("scan_ahead_dirs=yes",) + opts
     return mount_scan(mount_clamfs, clamd, "racy_window=2", *opts, **kw)
