@@ -588,7 +588,8 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	if (o->res.verdict != CDP_ERROR && outage_end(&fs->clamd_outage))
 		log_event(LOG_LEVEL_NOTICE, LOG_ID_CLAMD_UP, NULL, 0, NULL,
 			  "clamd answers again: scanning resumes");
-	cached = maybe_cache(p, o);
+	/* a known verdict is in the cache already, with its own lifetime */
+	cached = !o->known && maybe_cache(p, o);
 	if (!p->req) {
 		/* a scan ahead is for the next reader, who acts on it */
 		if (!p->ahead)
@@ -619,7 +620,13 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		if (created)
 			forget_removed_name(fs, p);
 	} else {
-		if (o->res.verdict == CDP_CLEAN && log_wants(LOG_LEVEL_DEBUG)) {
+		if (o->known) {
+			/* it waited as if scanned: opens_scanned, scans_spared
+			 */
+			debug_open(fs, p->fd, "allowed-cached-clean", p->pid,
+				   p->uid, NULL);
+		} else if (o->res.verdict == CDP_CLEAN &&
+			   log_wants(LOG_LEVEL_DEBUG)) {
 			char took[48];
 
 			snprintf(took, sizeof(took), " scan_ms=%.1f",
@@ -732,6 +739,36 @@ static bool stamp_still_quiet(void *ctx, int fd, const struct vcache_file *f)
 	return ok;
 }
 
+/*
+ * Scanner thread, right before clamd is asked: the file is still as
+ * stamped, nobody writes it, no write went through the mount since the
+ * submit, and the cache holds clean for that stamp, which is all an
+ * open asks before it takes a cached verdict.
+ */
+static bool verdict_known_clean(void *ctx, int fd, const struct vcache_file *f,
+				uint64_t tag)
+{
+	struct clamfs_fs *fs = ctx;
+	struct vcache_file now;
+	struct inode *inode;
+	struct stat st;
+	bool ok;
+
+	if (vcache_peek(fs_vcache(fs), f) != VCACHE_CLEAN ||
+	    fstat(fd, &st) == -1)
+		return false;
+	vcache_file_from_stat(&now, &st);
+	if (!vcache_file_same(&now, f))
+		return false;
+	inode = itab_find_ref(fs->itab, f->dev, f->ino);
+	if (!inode)
+		return false;
+	ok = inode_write_seq(inode) == tag && stamp_quiet(inode, fd, &st) &&
+	     vcache_peek(fs_vcache(fs), f) == VCACHE_CLEAN;
+	itab_forget(fs->itab, inode, 1);
+	return ok;
+}
+
 static int submit(struct clamfs_fs *fs, struct pending *p)
 {
 	struct vcache_file f;
@@ -747,6 +784,8 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		 * fill that user's queue.
 		 */
 		.uid = p->req ? p->uid : CLOSE_SCAN_QUEUE,
+		.known_clean = verdict_known_clean,
+		.known_ctx = fs,
 	};
 
 	if (p->ahead) {

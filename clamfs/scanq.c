@@ -56,6 +56,9 @@ struct scan_job {
 	uint64_t prepare_key;
 	bool (*confirm)(void *ctx, int fd, const struct vcache_file *f);
 	void *confirm_ctx;
+	bool (*known_clean)(void *ctx, int fd, const struct vcache_file *f,
+			    uint64_t tag);
+	void *known_ctx;
 	bool background_only; /* nobody but background submits joined */
 	bool counts_fg;	      /* running, and somebody waits for it */
 	bool counts_bg;	      /* running as a background scan */
@@ -473,6 +476,8 @@ static struct scan_job *job_new(struct scanq *q, const struct scan_request *r,
 	job->prepare_key = r->prepare_key;
 	job->confirm = r->confirm;
 	job->confirm_ctx = r->confirm_ctx;
+	job->known_clean = r->known_clean;
+	job->known_ctx = r->known_ctx;
 	job->background_only = r->background;
 	job->not_before_ns = r->not_before_ns;
 	atomic_store(&job->interested, 1);
@@ -776,6 +781,27 @@ static bool confirmed(struct scanq *q, struct scan_job *job,
 	return false;
 }
 
+/*
+ * Whether the verdict came in since the job was submitted (known_clean):
+ * the submitter looked at the cache before a scan of the same file ended
+ * and submitted after it left the queue, too late to join it.
+ */
+static bool known_already(struct scanq *q, struct scan_job *job,
+			  struct scan_outcome *out)
+{
+	if (!job->known_clean ||
+	    !job->known_clean(job->known_ctx, job->fd, &job->file, job->tag))
+		return false;
+	memset(&out->res, 0, sizeof(out->res));
+	out->res.verdict = CDP_CLEAN;
+	out->res.cat = CDP_ERR_NONE;
+	out->known = true;
+	pthread_mutex_lock(&q->lock);
+	q->counters.spared++;
+	pthread_mutex_unlock(&q->lock);
+	return true;
+}
+
 static void run_job(struct scanq *q, struct scan_job *job,
 		    struct scan_outcome *out)
 {
@@ -805,6 +831,8 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		goto out;
 	}
 	if (!confirmed(q, job, out))
+		goto out;
+	if (known_already(q, job, out))
 		goto out;
 	s = (struct scanq_scan){
 		.arg = cfg.scan_arg,

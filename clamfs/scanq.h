@@ -133,6 +133,8 @@ struct scan_outcome {
 	 * cancelled.
 	 */
 	bool dropped;
+	/* Clean by known_clean(): clamd was not asked (counted as spared). */
+	bool known;
 };
 
 struct scan_job;
@@ -341,6 +343,18 @@ struct scan_request {
 	 */
 	bool (*confirm)(void *ctx, int fd, const struct vcache_file *f);
 	void *confirm_ctx;
+	/*
+	 * Optional, run on the scanner thread after confirm, right before
+	 * clamd is asked: whether the file open at fd, stamped f, with tag,
+	 * is known clean already, as surely as the submitter's own look at
+	 * the cache would have told. A scan of it that ended between that
+	 * look and this submit put it there; joining was too late. Then
+	 * clamd is not asked and every waiter gets clean, with
+	 * scan_outcome.known set. ctx must outlive the queue.
+	 */
+	bool (*known_clean)(void *ctx, int fd, const struct vcache_file *f,
+			    uint64_t tag);
+	void *known_ctx;
 };
 
 /*
@@ -385,7 +399,8 @@ struct scanq_counters {
 	uint64_t background_dropped; /* refused (queue full), the file
 				      * changed before it could start, or
 				      * its deadline passed while queued */
-	unsigned int queued;	     /* waiting for a scanner thread now */
+	uint64_t spared;     /* not sent to clamd: known_clean() said clean */
+	unsigned int queued; /* waiting for a scanner thread now */
 };
 
 void scanq_counters(struct scanq *q, struct scanq_counters *out);

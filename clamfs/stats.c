@@ -226,10 +226,11 @@ static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
 		   "\nscans_rejected=%" PRIu64
 		   "\nscans_rejected_waiters=%" PRIu64
 		   "\nscans_background=%" PRIu64
-		   "\nscans_background_dropped=%" PRIu64 "\n",
+		   "\nscans_background_dropped=%" PRIu64
+		   "\nscans_spared=%" PRIu64 "\n",
 		   qc->scans, qc->joined, qc->retries, qc->cancelled,
 		   qc->queued, qc->expired, qc->rejected, qc->rejected_waiters,
-		   qc->background, qc->background_dropped);
+		   qc->background, qc->background_dropped, qc->spared);
 	used = put(buf, len, used,
 		   "inodes=%zu\nuptime_seconds=%lld\nstart_time_seconds=%lld\n"
 		   "version=%s\n",

@@ -323,25 +323,29 @@ enum vcache_verdict vcache_lookup(struct vcache *vc,
 	return v;
 }
 
-bool vcache_knows(struct vcache *vc, const struct vcache_file *f)
+enum vcache_verdict vcache_peek(struct vcache *vc, const struct vcache_file *f)
 {
-	bool known = false;
+	enum vcache_verdict v = VCACHE_MISS;
 	uint32_t i, *link;
 	struct vshard *s;
 	uint64_t h, now;
 
 	if (vc->nshards == 0)
-		return false;
+		return VCACHE_MISS;
 	h = key_hash(f->dev, f->ino);
 	s = shard_of(vc, h);
 	now = vc->clock(vc->clock_arg);
 	pthread_mutex_lock(&s->lock);
 	i = shard_find(s, h, f->dev, f->ino, &link);
-	if (i != NIL) {
-		known = entry_valid(vc, &s->e[i], f, now);
-	}
+	if (i != NIL && entry_valid(vc, &s->e[i], f, now))
+		v = s->e[i].verdict;
 	pthread_mutex_unlock(&s->lock);
-	return known;
+	return v;
+}
+
+bool vcache_knows(struct vcache *vc, const struct vcache_file *f)
+{
+	return vcache_peek(vc, f) != VCACHE_MISS;
 }
 
 void vcache_insert(struct vcache *vc, const struct vcache_file *f,

@@ -76,6 +76,9 @@ enum vcache_verdict vcache_lookup(struct vcache *vc,
  */
 bool vcache_knows(struct vcache *vc, const struct vcache_file *f);
 
+/* The verdict vcache_knows() finds (VCACHE_MISS: none), as quietly. */
+enum vcache_verdict vcache_peek(struct vcache *vc, const struct vcache_file *f);
+
 /*
  * Records a verdict obtained by a scan that started in generation gen.
  * Ignored when the cache was cleared since (the scan used old signatures)

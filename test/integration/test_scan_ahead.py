@@ -35,11 +35,13 @@ def cached(m, n, timeout=10):
 
 def settled(m, n, timeout=10):
     """Waits until at least n scans ahead were asked for and every one
-    asked for was answered (made or dropped; only they scan here)."""
+    asked for was answered (made, dropped or spared; only they scan
+    here)."""
     def done():
         s = stats(m.mnt)
         return s["ahead_scans"] >= n and s["scans_queued"] == 0 and \
-            s["scans"] + s["scans_background_dropped"] >= s["ahead_scans"]
+            s["scans"] + s["scans_background_dropped"] + \
+            s["scans_spared"] >= s["ahead_scans"]
     assert wait_for(done, timeout), stats(m.mnt)
     time.sleep(0.2)  # the last verdict is stored after it is counted
     return stats(m.mnt)

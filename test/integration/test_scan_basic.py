@@ -314,7 +314,7 @@ STAT_NAMES = """opens_checked opens_cache_hit opens_scanned infected opens_denie
 opens_excluded opens_oversize_allowed opens_oversize_denied opens_error_denied
 opens_error_allowed opens_interrupted close_scans quarantined deleted
 hook_runs hook_suppressed cache_clears cache_hits cache_misses cache_entries
-scans scans_joined scan_retries scans_cancelled""".split()
+scans scans_joined scan_retries scans_cancelled scans_spared""".split()
 
 
 def test_stats_xattr(mount_clamfs, clamd):

@@ -1396,6 +1396,88 @@ static void test_join_while_the_verdict_is_answered(void **state)
 }
 
 /*
+ * An opener that looked at the cache before a scan of its file ended and
+ * submitted after the scan left the queue (too late to join it) is
+ * answered from what the scan left in the cache (known_clean), clamd
+ * unasked; a file the cache does not know is scanned as ever.
+ */
+struct fake_cache {
+	atomic_long clean_ino; /* the one file "cached" clean (0: none) */
+	atomic_int asked;
+	uint64_t tag_seen;
+};
+
+static bool fake_known_clean(void *ctx, int fd, const struct vcache_file *f,
+			     uint64_t tag)
+{
+	struct fake_cache *c = ctx;
+
+	assert_true(fd >= 0);
+	atomic_fetch_add(&c->asked, 1);
+	c->tag_seen = tag;
+	return (long)f->ino == atomic_load(&c->clean_ino);
+}
+
+static int submit_known(struct scanq *q, ino_t ino, uint64_t tag,
+			struct fake_cache *c, struct twaiter *t)
+{
+	struct vcache_file f = {.dev = 1, .ino = ino, .size = 100};
+	struct scan_request r = {
+		.file = &f,
+		.tag = tag,
+		.fd = devnull,
+		.uid = 1,
+		.known_clean = fake_known_clean,
+		.known_ctx = c,
+	};
+
+	return scanq_submit(q, &r, &t->w);
+}
+
+static void test_verdict_known_since_the_submit(void **state)
+{
+	struct scanq *q = new_queue(2, 10000, 0);
+	struct fake_cache c = {0};
+	struct twaiter a, late, other;
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&a, false);
+	twaiter_init(&late, false);
+	twaiter_init(&other, false);
+	pthread_mutex_lock(&fake.lock);
+	fake.fast_from = 0;
+	pthread_mutex_unlock(&fake.lock);
+	/* nothing known yet: scanned, and its verdict "cached" */
+	assert_int_equal(submit_known(q, 260, 7, &c, &a), 0);
+	assert_true(wait_done(&a, 5000));
+	assert_int_equal(a.o.res.verdict, CDP_CLEAN);
+	assert_false(a.o.known);
+	assert_true(a.o.started_ns > 0);
+	atomic_store(&c.clean_ino, 260);
+	/* the late opener: its scan ended before it submitted */
+	assert_int_equal(submit_known(q, 260, 7, &c, &late), 0);
+	assert_true(wait_done(&late, 5000));
+	assert_int_equal(late.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(late.o.res.cat, CDP_ERR_NONE);
+	assert_true(late.o.known);
+	assert_int_equal(late.o.started_ns, 0);
+	assert_int_equal(late.o.usec, 0);
+	assert_int_equal(c.tag_seen, 7);
+	/* another file is not known: scanned */
+	assert_int_equal(submit_known(q, 261, 7, &c, &other), 0);
+	assert_true(wait_done(&other, 5000));
+	assert_false(other.o.known);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.scans, 2);
+	assert_int_equal(cnt.spared, 1);
+	assert_int_equal(cnt.joined, 0);
+	assert_int_equal(atomic_load(&c.asked), 3);
+	scanq_free(q);
+	assert_int_equal(fake_nscans(), 2);
+}
+
+/*
  * Two waiters on a queued scan leave one after the other: the first is
  * answered and the scan stays queued; when the last leaves, the scan ends
  * unscanned, gives back its place in the uid's bound, and the same file
@@ -1987,6 +2069,7 @@ int main(void)
 		cmocka_unit_test(test_background_past_deadline_is_dropped),
 		cmocka_unit_test(test_background_held_back_until_not_before),
 		cmocka_unit_test(test_background_confirm),
+		cmocka_unit_test(test_verdict_known_since_the_submit),
 		cmocka_unit_test(test_joiner_told_when_the_scan_began),
 		cmocka_unit_test(test_no_background_with_one_general_thread),
 		cmocka_unit_test(test_background_bound),

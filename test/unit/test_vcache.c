@@ -172,9 +172,12 @@ static void test_knows_leaves_no_trace(void **state)
 	vcache_insert(vc, &f2, VCACHE_INFECTED, "Sig", gen);
 	assert_true(vcache_knows(vc, &f1));
 	assert_true(vcache_knows(vc, &f2));
+	assert_int_equal(vcache_peek(vc, &f1), VCACHE_CLEAN);
+	assert_int_equal(vcache_peek(vc, &f2), VCACHE_INFECTED);
 	g = f1;
 	g.ctime_ns++;
 	assert_false(vcache_knows(vc, &g));
+	assert_int_equal(vcache_peek(vc, &g), VCACHE_MISS);
 	/* f1 is still the least recently used: f3 evicts it */
 	vcache_insert(vc, &f3, VCACHE_CLEAN, NULL, gen);
 	assert_false(vcache_knows(vc, &f1));
