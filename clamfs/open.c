@@ -310,6 +310,12 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 	return pol->deny_errno;
 }
 
+/* Whether the action moves the file out of the backend's way. */
+static bool removes_file(enum infected_action a)
+{
+	return a == INFECTED_QUARANTINE || a == INFECTED_DELETE;
+}
+
 /*
  * Whether the verdict is clamd giving up at one of its scan limits rather
  * than a detection, as the policy wants it told apart.
@@ -562,9 +568,9 @@ static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 static void close_scanned(struct pending *p, const struct scan_outcome *o)
 {
 	if (o->res.verdict == CDP_INFECTED && is_limits(p->fs, o->res.text)) {
-		act_on_limits(p->fs, p, "close", o->res.text, false);
+		act_on_limits(p->fs, p, "close", o->res.text, o->known);
 	} else if (o->res.verdict == CDP_INFECTED) {
-		act_on_infected(p->fs, p, "close", o->res.text, false);
+		act_on_infected(p->fs, p, "close", o->res.text, o->known);
 		forget_removed_name(p->fs, p);
 	} else if (o->res.verdict == CDP_ERROR)
 		allow_after_error(p->fs, p, o);
@@ -585,7 +591,9 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	/* from here on no interrupt callback can run on p */
 	if (p->req)
 		fuse_req_interrupt_func(p->req, NULL, NULL);
-	if (o->res.verdict != CDP_ERROR && outage_end(&fs->clamd_outage))
+	/* a known verdict says nothing of clamd */
+	if (o->res.verdict != CDP_ERROR && !o->known &&
+	    outage_end(&fs->clamd_outage))
 		log_event(LOG_LEVEL_NOTICE, LOG_ID_CLAMD_UP, NULL, 0, NULL,
 			  "clamd answers again: scanning resumes");
 	/* a known verdict is in the cache already, with its own lifetime */
@@ -605,9 +613,9 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		debug_open(fs, p->fd, "interrupted", p->pid, p->uid, NULL);
 		err = EINTR;
 	} else if (limits) {
-		err = act_on_limits(fs, p, "open", o->res.text, false);
+		err = act_on_limits(fs, p, "open", o->res.text, o->known);
 	} else if (o->res.verdict == CDP_INFECTED) {
-		err = act_on_infected(fs, p, "open", o->res.text, false);
+		err = act_on_infected(fs, p, "open", o->res.text, o->known);
 	} else if (o->res.verdict == CDP_ERROR) {
 		err = allow_after_error(fs, p, o) ? 0 : EIO;
 	}
@@ -621,8 +629,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 			forget_removed_name(fs, p);
 	} else {
 		if (o->known) {
-			/* it waited as if scanned: opens_scanned, scans_spared
-			 */
+			/* counted in opens_scanned: it waited in the queue */
 			debug_open(fs, p->fd, "allowed-cached-clean", p->pid,
 				   p->uid, NULL);
 		} else if (o->res.verdict == CDP_CLEAN &&
@@ -713,13 +720,12 @@ static int reopen_readonly_as(fuse_req_t req, int fd)
 }
 
 /*
- * Scanner thread, right before a scan ahead: the file is still as
- * stamped at its writer's close and nobody writes it, so that stamp may
- * vouch for what the scan reads (scan_outcome.confirmed_ns).
+ * The file open at fd is still as stamped in f, still has a name, and
+ * nobody writes it; with tag, no write went through the mount since.
  */
-static bool stamp_still_quiet(void *ctx, int fd, const struct vcache_file *f)
+static bool still_quiet(struct clamfs_fs *fs, int fd,
+			const struct vcache_file *f, const uint64_t *tag)
 {
-	struct clamfs_fs *fs = ctx;
 	struct vcache_file now;
 	struct inode *inode;
 	struct stat st;
@@ -734,39 +740,48 @@ static bool stamp_still_quiet(void *ctx, int fd, const struct vcache_file *f)
 	inode = itab_find_ref(fs->itab, f->dev, f->ino);
 	if (!inode)
 		return false;
-	ok = stamp_quiet(inode, fd, &st);
+	ok = (!tag || inode_write_seq(inode) == *tag) &&
+	     stamp_quiet(inode, fd, &st);
 	itab_forget(fs->itab, inode, 1);
 	return ok;
 }
 
 /*
- * Scanner thread, right before clamd is asked: the file is still as
- * stamped, nobody writes it, no write went through the mount since the
- * submit, and the cache holds clean for that stamp, which is all an
- * open asks before it takes a cached verdict.
+ * Scanner thread, right before a scan ahead: the file is still as
+ * stamped at its writer's close and nobody writes it, so that stamp may
+ * vouch for what the scan reads (scan_outcome.confirmed_ns).
  */
-static bool verdict_known_clean(void *ctx, int fd, const struct vcache_file *f,
-				uint64_t tag)
+static bool stamp_still_quiet(void *ctx, int fd, const struct vcache_file *f)
+{
+	return still_quiet(ctx, fd, f, NULL);
+}
+
+/*
+ * Scanner thread, right before clamd is asked: the cache's verdict for
+ * the stamp, if an open made now would take it (the file still so,
+ * nobody writing it, no write through the mount since the submit). Not
+ * an infected one whose action moves the file: as on open, that is done
+ * after a fresh scan.
+ */
+static bool verdict_known(void *ctx, int fd, const struct vcache_file *f,
+			  uint64_t tag, struct cdp_result *res)
 {
 	struct clamfs_fs *fs = ctx;
-	struct vcache_file now;
-	struct inode *inode;
-	struct stat st;
-	bool ok;
+	enum vcache_verdict v;
+	char sig[CDP_TEXT_MAX];
 
-	if (vcache_peek(fs_vcache(fs), f) != VCACHE_CLEAN ||
-	    fstat(fd, &st) == -1)
+	v = vcache_peek(fs_vcache(fs), f, sig, sizeof(sig));
+	if (v == VCACHE_MISS ||
+	    (v == VCACHE_INFECTED && !is_limits(fs, sig) &&
+	     removes_file(fs_policy(fs)->on_infected)) ||
+	    !still_quiet(fs, fd, f, &tag) ||
+	    vcache_peek(fs_vcache(fs), f, NULL, 0) != v)
 		return false;
-	vcache_file_from_stat(&now, &st);
-	if (!vcache_file_same(&now, f))
-		return false;
-	inode = itab_find_ref(fs->itab, f->dev, f->ino);
-	if (!inode)
-		return false;
-	ok = inode_write_seq(inode) == tag && stamp_quiet(inode, fd, &st) &&
-	     vcache_peek(fs_vcache(fs), f) == VCACHE_CLEAN;
-	itab_forget(fs->itab, inode, 1);
-	return ok;
+	memset(res, 0, sizeof(*res));
+	res->verdict = v == VCACHE_CLEAN ? CDP_CLEAN : CDP_INFECTED;
+	if (v == VCACHE_INFECTED)
+		strlcpy(res->text, sig, sizeof(res->text));
+	return true;
 }
 
 static int submit(struct clamfs_fs *fs, struct pending *p)
@@ -784,7 +799,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		 * fill that user's queue.
 		 */
 		.uid = p->req ? p->uid : CLOSE_SCAN_QUEUE,
-		.known_clean = verdict_known_clean,
+		.known = verdict_known,
 		.known_ctx = fs,
 	};
 
@@ -853,12 +868,6 @@ static gid_t *opener_groups(fuse_req_t req, gid_t *small, size_t cap, size_t *n)
 	}
 	*n = (size_t)got;
 	return big;
-}
-
-/* Whether the action moves the file out of the backend's way. */
-static bool removes_file(enum infected_action a)
-{
-	return a == INFECTED_QUARANTINE || a == INFECTED_DELETE;
 }
 
 /* What the policy says before any scan. */

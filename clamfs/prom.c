@@ -212,9 +212,10 @@ static const struct prom_row table[] = {
 		"changed before they could start, or they waited past their "
 		"deadline."),
 	COUNTER("scans_spared", "clamfs_scans_spared_total",
-		"Scans not sent to clamd: by the time a scanner thread took "
-		"them, a scan of the same file had just put its clean verdict "
-		"in the cache."),
+		"Scans not sent to clamd: when a scanner thread took them, "
+		"the verdict cache held a verdict for the file as still "
+		"stamped, nobody writing it (mostly a scan of the same file "
+		"that had just ended)."),
 	GAUGE("inodes", "clamfs_inodes",
 	      "Files and directories the daemon holds a descriptor of."),
 	/* for people; monitors take the start time (time() - it) */

@@ -56,8 +56,8 @@ struct scan_job {
 	uint64_t prepare_key;
 	bool (*confirm)(void *ctx, int fd, const struct vcache_file *f);
 	void *confirm_ctx;
-	bool (*known_clean)(void *ctx, int fd, const struct vcache_file *f,
-			    uint64_t tag);
+	bool (*known)(void *ctx, int fd, const struct vcache_file *f,
+		      uint64_t tag, struct cdp_result *res);
 	void *known_ctx;
 	bool background_only; /* nobody but background submits joined */
 	bool counts_fg;	      /* running, and somebody waits for it */
@@ -476,7 +476,7 @@ static struct scan_job *job_new(struct scanq *q, const struct scan_request *r,
 	job->prepare_key = r->prepare_key;
 	job->confirm = r->confirm;
 	job->confirm_ctx = r->confirm_ctx;
-	job->known_clean = r->known_clean;
+	job->known = r->known;
 	job->known_ctx = r->known_ctx;
 	job->background_only = r->background;
 	job->not_before_ns = r->not_before_ns;
@@ -782,19 +782,21 @@ static bool confirmed(struct scanq *q, struct scan_job *job,
 }
 
 /*
- * Whether the verdict came in since the job was submitted (known_clean):
- * the submitter looked at the cache before a scan of the same file ended
- * and submitted after it left the queue, too late to join it.
+ * Whether the verdict is known by now (scan_request.known): mostly, the
+ * submitter looked at the cache before a scan of the same file ended and
+ * submitted after it left the queue, too late to join it.
  */
 static bool known_already(struct scanq *q, struct scan_job *job,
 			  struct scan_outcome *out)
 {
-	if (!job->known_clean ||
-	    !job->known_clean(job->known_ctx, job->fd, &job->file, job->tag))
+	struct cdp_result res = {0};
+
+	if (!job->known ||
+	    !job->known(job->known_ctx, job->fd, &job->file, job->tag, &res) ||
+	    (res.verdict != CDP_CLEAN && res.verdict != CDP_INFECTED))
 		return false;
-	memset(&out->res, 0, sizeof(out->res));
-	out->res.verdict = CDP_CLEAN;
-	out->res.cat = CDP_ERR_NONE;
+	res.cat = CDP_ERR_NONE;
+	out->res = res;
 	out->known = true;
 	pthread_mutex_lock(&q->lock);
 	q->counters.spared++;

@@ -133,7 +133,7 @@ struct scan_outcome {
 	 * cancelled.
 	 */
 	bool dropped;
-	/* Clean by known_clean(): clamd was not asked (counted as spared). */
+	/* The verdict came from known(): clamd was not asked (spared). */
 	bool known;
 };
 
@@ -345,15 +345,16 @@ struct scan_request {
 	void *confirm_ctx;
 	/*
 	 * Optional, run on the scanner thread after confirm, right before
-	 * clamd is asked: whether the file open at fd, stamped f, with tag,
-	 * is known clean already, as surely as the submitter's own look at
-	 * the cache would have told. A scan of it that ended between that
-	 * look and this submit put it there; joining was too late. Then
-	 * clamd is not asked and every waiter gets clean, with
+	 * clamd is asked: whether the verdict for the file open at fd,
+	 * stamped f, with tag, is known by now (filled in res), as surely
+	 * as an open made at this instant would take it from the cache.
+	 * Mostly a scan of the same file that ended just after the
+	 * submitter looked at the cache, too early for it to join. Then
+	 * clamd is not asked and every waiter gets that verdict, with
 	 * scan_outcome.known set. ctx must outlive the queue.
 	 */
-	bool (*known_clean)(void *ctx, int fd, const struct vcache_file *f,
-			    uint64_t tag);
+	bool (*known)(void *ctx, int fd, const struct vcache_file *f,
+		      uint64_t tag, struct cdp_result *res);
 	void *known_ctx;
 };
 
@@ -399,7 +400,7 @@ struct scanq_counters {
 	uint64_t background_dropped; /* refused (queue full), the file
 				      * changed before it could start, or
 				      * its deadline passed while queued */
-	uint64_t spared;     /* not sent to clamd: known_clean() said clean */
+	uint64_t spared;     /* not sent to clamd: known() had the verdict */
 	unsigned int queued; /* waiting for a scanner thread now */
 };
 

@@ -323,7 +323,8 @@ enum vcache_verdict vcache_lookup(struct vcache *vc,
 	return v;
 }
 
-enum vcache_verdict vcache_peek(struct vcache *vc, const struct vcache_file *f)
+enum vcache_verdict vcache_peek(struct vcache *vc, const struct vcache_file *f,
+				char *sig, size_t siglen)
 {
 	enum vcache_verdict v = VCACHE_MISS;
 	uint32_t i, *link;
@@ -337,15 +338,18 @@ enum vcache_verdict vcache_peek(struct vcache *vc, const struct vcache_file *f)
 	now = vc->clock(vc->clock_arg);
 	pthread_mutex_lock(&s->lock);
 	i = shard_find(s, h, f->dev, f->ino, &link);
-	if (i != NIL && entry_valid(vc, &s->e[i], f, now))
+	if (i != NIL && entry_valid(vc, &s->e[i], f, now)) {
 		v = s->e[i].verdict;
+		if (sig && siglen)
+			strlcpy(sig, s->e[i].sig ? s->e[i].sig : "", siglen);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return v;
 }
 
 bool vcache_knows(struct vcache *vc, const struct vcache_file *f)
 {
-	return vcache_peek(vc, f) != VCACHE_MISS;
+	return vcache_peek(vc, f, NULL, 0) != VCACHE_MISS;
 }
 
 void vcache_insert(struct vcache *vc, const struct vcache_file *f,

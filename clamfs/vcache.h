@@ -76,8 +76,12 @@ enum vcache_verdict vcache_lookup(struct vcache *vc,
  */
 bool vcache_knows(struct vcache *vc, const struct vcache_file *f);
 
-/* The verdict vcache_knows() finds (VCACHE_MISS: none), as quietly. */
-enum vcache_verdict vcache_peek(struct vcache *vc, const struct vcache_file *f);
+/*
+ * The verdict vcache_knows() finds (VCACHE_MISS: none), as quietly, and
+ * its signature as vcache_lookup() gives it.
+ */
+enum vcache_verdict vcache_peek(struct vcache *vc, const struct vcache_file *f,
+				char *sig, size_t siglen);
 
 /*
  * Records a verdict obtained by a scan that started in generation gen.

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from clamfstest.env import SLOW
+from fakeclamd import FakeClamd
 from fsutil import FALLOC_FL_KEEP_SIZE, fallocate
 from scanutil import (delta, detections, mount_scan, put, stats, try_open,
                       try_read, wait_detections, wait_for)
@@ -88,6 +89,81 @@ def test_50_simultaneous_openers_one_scan(mount_clamfs, clamd):
     assert d["scans_joined"] + d["scans_spared"] == \
         d["opens_scanned"] - 1, d
     assert clamd.wait_scan_count(scans0 + 1) == scans0 + 1
+
+
+def _gated_clamd():
+    """A clamd whose second scan waits for gate; scans lists every scan
+    command it got."""
+    gate, scans = threading.Event(), []
+
+    def behaviour(ctx):
+        if ctx.command.endswith(b"PING"):
+            return ("reply", "PONG")
+        if ctx.command.endswith(b"VERSION"):
+            return ("reply", "ClamAV 1.4.6")
+        scans.append(ctx.command)
+        if len(scans) == 2:
+            gate.wait(30 * SLOW)
+        what = "stream" if ctx.command.endswith(b"INSTREAM") else "fd[1]"
+        return ("reply", f"{what}: OK")
+    return FakeClamd(behaviour, stats=1), gate, scans
+
+
+def test_queued_open_takes_a_verdict_cached_meanwhile(mount_clamfs):
+    """An open that skipped the cache (a process on the backend held the
+    file open for writing) and waits in the queue: if that writer is gone,
+    unchanged, when its scan would start, the cached verdict answers it
+    and clamd is not asked (scans_spared); if it is still there, clamd
+    is."""
+    fk, gate, scans = _gated_clamd()
+    with fk:
+        m = mount_scan(mount_clamfs, fk.socket, "scan_threads=1")
+        put(m.b("f"), CLEAN)
+        put(m.b("g1"), b"g1\n")
+        put(m.b("g2"), b"g2\n")
+        assert try_read(m.m("f")) == ("ok", CLEAN)  # scan 1, cached
+
+        def queued_read(blocker, writer_stays):
+            n0 = len(scans)
+            got = {}
+            tg = threading.Thread(
+                target=lambda: got.setdefault("g", try_read(m.m(blocker))))
+            tg.start()
+            # the only scanner thread is busy with the blocker's scan
+            assert wait_for(lambda: len(scans) == n0 + 1, 10 * SLOW)
+            w = open(m.b("f"), "r+b")  # writes nothing
+            q0 = stats(m.mnt)["scans_queued"]
+            tf = threading.Thread(
+                target=lambda: got.setdefault("f", try_read(m.m("f"))))
+            tf.start()
+            assert wait_for(lambda: stats(m.mnt)["scans_queued"] > q0,
+                            10 * SLOW), stats(m.mnt)
+            if not writer_stays:
+                w.close()
+            gate.set()
+            tg.join(30 * SLOW)
+            tf.join(30 * SLOW)
+            w.close()
+            return got
+
+        s0 = stats(m.mnt)
+        got = queued_read("g1", writer_stays=False)
+        assert got == {"g": ("ok", b"g1\n"), "f": ("ok", CLEAN)}
+        assert len(scans) == 2, scans
+        d = delta(s0, stats(m.mnt), "scans", "scans_spared",
+                  "opens_scanned")
+        assert d == {"scans": 1, "scans_spared": 1, "opens_scanned": 2}, d
+
+        # a writer still there when the scan starts: clamd reads the file
+        gate.clear()
+        del scans[:]
+        scans.append(b"the next scan is the blocker's")
+        s0 = stats(m.mnt)
+        got = queued_read("g2", writer_stays=True)
+        assert got == {"g": ("ok", b"g2\n"), "f": ("ok", CLEAN)}
+        assert len(scans) == 3, scans
+        d = delta(s0, stats(m.mnt), "scans", "scans_spared")
+        assert d == {"scans": 2, "scans_spared": 0}, d
 
 
 def test_eicar_written_through_mount_same_second(mount_clamfs, clamd):

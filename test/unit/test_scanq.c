@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -1396,88 +1397,6 @@ static void test_join_while_the_verdict_is_answered(void **state)
 }
 
 /*
- * An opener that looked at the cache before a scan of its file ended and
- * submitted after the scan left the queue (too late to join it) is
- * answered from what the scan left in the cache (known_clean), clamd
- * unasked; a file the cache does not know is scanned as ever.
- */
-struct fake_cache {
-	atomic_long clean_ino; /* the one file "cached" clean (0: none) */
-	atomic_int asked;
-	uint64_t tag_seen;
-};
-
-static bool fake_known_clean(void *ctx, int fd, const struct vcache_file *f,
-			     uint64_t tag)
-{
-	struct fake_cache *c = ctx;
-
-	assert_true(fd >= 0);
-	atomic_fetch_add(&c->asked, 1);
-	c->tag_seen = tag;
-	return (long)f->ino == atomic_load(&c->clean_ino);
-}
-
-static int submit_known(struct scanq *q, ino_t ino, uint64_t tag,
-			struct fake_cache *c, struct twaiter *t)
-{
-	struct vcache_file f = {.dev = 1, .ino = ino, .size = 100};
-	struct scan_request r = {
-		.file = &f,
-		.tag = tag,
-		.fd = devnull,
-		.uid = 1,
-		.known_clean = fake_known_clean,
-		.known_ctx = c,
-	};
-
-	return scanq_submit(q, &r, &t->w);
-}
-
-static void test_verdict_known_since_the_submit(void **state)
-{
-	struct scanq *q = new_queue(2, 10000, 0);
-	struct fake_cache c = {0};
-	struct twaiter a, late, other;
-	struct scanq_counters cnt;
-
-	(void)state;
-	twaiter_init(&a, false);
-	twaiter_init(&late, false);
-	twaiter_init(&other, false);
-	pthread_mutex_lock(&fake.lock);
-	fake.fast_from = 0;
-	pthread_mutex_unlock(&fake.lock);
-	/* nothing known yet: scanned, and its verdict "cached" */
-	assert_int_equal(submit_known(q, 260, 7, &c, &a), 0);
-	assert_true(wait_done(&a, 5000));
-	assert_int_equal(a.o.res.verdict, CDP_CLEAN);
-	assert_false(a.o.known);
-	assert_true(a.o.started_ns > 0);
-	atomic_store(&c.clean_ino, 260);
-	/* the late opener: its scan ended before it submitted */
-	assert_int_equal(submit_known(q, 260, 7, &c, &late), 0);
-	assert_true(wait_done(&late, 5000));
-	assert_int_equal(late.o.res.verdict, CDP_CLEAN);
-	assert_int_equal(late.o.res.cat, CDP_ERR_NONE);
-	assert_true(late.o.known);
-	assert_int_equal(late.o.started_ns, 0);
-	assert_int_equal(late.o.usec, 0);
-	assert_int_equal(c.tag_seen, 7);
-	/* another file is not known: scanned */
-	assert_int_equal(submit_known(q, 261, 7, &c, &other), 0);
-	assert_true(wait_done(&other, 5000));
-	assert_false(other.o.known);
-	scanq_counters(q, &cnt);
-	assert_int_equal(cnt.scans, 2);
-	assert_int_equal(cnt.spared, 1);
-	assert_int_equal(cnt.joined, 0);
-	assert_int_equal(atomic_load(&c.asked), 3);
-	scanq_free(q);
-	assert_int_equal(fake_nscans(), 2);
-}
-
-/*
  * Two waiters on a queued scan leave one after the other: the first is
  * answered and the scan stays queued; when the last leaves, the scan ends
  * unscanned, gives back its place in the uid's bound, and the same file
@@ -1936,6 +1855,137 @@ static void test_background_confirm(void **state)
 	scanq_free(q);
 }
 
+struct fake_cache {
+	atomic_long clean_ino;	  /* the one file "cached" clean (0: none) */
+	atomic_long infected_ino; /* ... and the one "cached" infected */
+	atomic_int asked;
+	uint64_t tag_seen;
+};
+
+static bool fake_known(void *ctx, int fd, const struct vcache_file *f,
+		       uint64_t tag, struct cdp_result *res)
+{
+	struct fake_cache *c = ctx;
+
+	assert_true(fd >= 0);
+	atomic_fetch_add(&c->asked, 1);
+	c->tag_seen = tag;
+	if ((long)f->ino == atomic_load(&c->clean_ino)) {
+		res->verdict = CDP_CLEAN;
+		return true;
+	}
+	if ((long)f->ino == atomic_load(&c->infected_ino)) {
+		res->verdict = CDP_INFECTED;
+		snprintf(res->text, sizeof(res->text), "Cached.Sig");
+		return true;
+	}
+	return false;
+}
+
+static int submit_known(struct scanq *q, ino_t ino, uint64_t tag,
+			struct fake_cache *c, struct twaiter *t)
+{
+	struct vcache_file f = {.dev = 1, .ino = ino, .size = 100};
+	struct scan_request r = {
+		.file = &f,
+		.tag = tag,
+		.fd = devnull,
+		.uid = 1,
+		.known = fake_known,
+		.known_ctx = c,
+	};
+
+	return scanq_submit(q, &r, &t->w);
+}
+
+/*
+ * An opener that looked at the cache before a scan of its file ended and
+ * submitted after the scan left the queue (too late to join it) is
+ * answered with what the scan left in the cache (known), clamd unasked;
+ * so is one whose file is known infected; a file the cache does not know
+ * is scanned as ever.
+ */
+static void test_verdict_known_since_the_submit(void **state)
+{
+	struct scanq *q = new_queue(2, 10000, 0);
+	struct twaiter a, late, bad, other;
+	struct fake_cache c = {0};
+	struct scanq_counters cnt;
+
+	(void)state;
+	twaiter_init(&a, false);
+	twaiter_init(&late, false);
+	twaiter_init(&bad, false);
+	twaiter_init(&other, false);
+	pthread_mutex_lock(&fake.lock);
+	fake.fast_from = 0;
+	pthread_mutex_unlock(&fake.lock);
+	/* nothing known yet: scanned, and its verdict "cached" */
+	assert_int_equal(submit_known(q, 260, 7, &c, &a), 0);
+	assert_true(wait_done(&a, 5000));
+	assert_int_equal(a.o.res.verdict, CDP_CLEAN);
+	assert_false(a.o.known);
+	assert_true(a.o.started_ns > 0);
+	atomic_store(&c.clean_ino, 260);
+	/* the late opener: its scan ended before it submitted */
+	assert_int_equal(submit_known(q, 260, 7, &c, &late), 0);
+	assert_true(wait_done(&late, 5000));
+	assert_int_equal(late.o.res.verdict, CDP_CLEAN);
+	assert_int_equal(late.o.res.cat, CDP_ERR_NONE);
+	assert_true(late.o.known);
+	assert_int_equal(late.o.started_ns, 0);
+	assert_int_equal(late.o.usec, 0);
+	assert_int_equal(c.tag_seen, 7);
+	/* known infected: the verdict and its signature */
+	atomic_store(&c.infected_ino, 262);
+	assert_int_equal(submit_known(q, 262, 9, &c, &bad), 0);
+	assert_true(wait_done(&bad, 5000));
+	assert_int_equal(bad.o.res.verdict, CDP_INFECTED);
+	assert_string_equal(bad.o.res.text, "Cached.Sig");
+	assert_true(bad.o.known);
+	assert_int_equal(c.tag_seen, 9);
+	/* another file is not known: scanned */
+	assert_int_equal(submit_known(q, 261, 7, &c, &other), 0);
+	assert_true(wait_done(&other, 5000));
+	assert_false(other.o.known);
+	scanq_counters(q, &cnt);
+	assert_int_equal(cnt.scans, 2);
+	assert_int_equal(cnt.spared, 2);
+	assert_int_equal(cnt.joined, 0);
+	assert_int_equal(atomic_load(&c.asked), 4);
+	scanq_free(q);
+	assert_int_equal(fake_nscans(), 2);
+}
+
+/* A background scan dropped by its confirm never asks known(). */
+static void test_known_not_asked_after_a_drop(void **state)
+{
+	struct scanq *q = new_queue(3, 10000, 0);
+	struct fake_cache c = {0};
+	struct vcache_file f = {.dev = 1, .ino = 263, .size = 100};
+	struct scan_request r = {
+		.file = &f,
+		.fd = devnull,
+		.uid = BG_UID,
+		.background = true,
+		.confirm = confirm_no,
+		.known = fake_known,
+		.known_ctx = &c,
+	};
+	struct twaiter dropped;
+
+	(void)state;
+	twaiter_init(&dropped, false);
+	atomic_store(&c.clean_ino, 263);
+	assert_int_equal(scanq_submit(q, &r, &dropped.w), 0);
+	assert_true(wait_done(&dropped, 5000));
+	assert_true(dropped.o.dropped);
+	assert_false(dropped.o.known);
+	scanq_free(q);
+	assert_int_equal(atomic_load(&c.asked), 0);
+	assert_int_equal(fake_nscans(), 0);
+}
+
 /*
  * A waiter that joins a scan under way is told when the scan began, which
  * is before its own stamp: the daemon keeps a verdict only if that
@@ -2070,6 +2120,7 @@ int main(void)
 		cmocka_unit_test(test_background_held_back_until_not_before),
 		cmocka_unit_test(test_background_confirm),
 		cmocka_unit_test(test_verdict_known_since_the_submit),
+		cmocka_unit_test(test_known_not_asked_after_a_drop),
 		cmocka_unit_test(test_joiner_told_when_the_scan_began),
 		cmocka_unit_test(test_no_background_with_one_general_thread),
 		cmocka_unit_test(test_background_bound),

@@ -165,6 +165,7 @@ static void test_knows_leaves_no_trace(void **state)
 	struct vcache_file f1 = file(21), f2 = file(22), f3 = file(23), g;
 	struct vcache_counters c;
 	uint64_t gen = vcache_generation(vc);
+	char sig[16];
 
 	fake_now = 1000;
 	assert_false(vcache_knows(vc, &f1));
@@ -172,12 +173,14 @@ static void test_knows_leaves_no_trace(void **state)
 	vcache_insert(vc, &f2, VCACHE_INFECTED, "Sig", gen);
 	assert_true(vcache_knows(vc, &f1));
 	assert_true(vcache_knows(vc, &f2));
-	assert_int_equal(vcache_peek(vc, &f1), VCACHE_CLEAN);
-	assert_int_equal(vcache_peek(vc, &f2), VCACHE_INFECTED);
+	assert_int_equal(vcache_peek(vc, &f1, NULL, 0), VCACHE_CLEAN);
+	assert_int_equal(vcache_peek(vc, &f2, sig, sizeof(sig)),
+			 VCACHE_INFECTED);
+	assert_string_equal(sig, "Sig");
 	g = f1;
 	g.ctime_ns++;
 	assert_false(vcache_knows(vc, &g));
-	assert_int_equal(vcache_peek(vc, &g), VCACHE_MISS);
+	assert_int_equal(vcache_peek(vc, &g, NULL, 0), VCACHE_MISS);
 	/* f1 is still the least recently used: f3 evicts it */
 	vcache_insert(vc, &f3, VCACHE_CLEAN, NULL, gen);
 	assert_false(vcache_knows(vc, &f1));
