@@ -770,6 +770,11 @@ static bool verdict_known(void *ctx, int fd, const struct vcache_file *f,
 	enum vcache_verdict v;
 	char sig[CDP_TEXT_MAX];
 
+	/*
+	 * Most scans find nothing: the first look spares them the probe's
+	 * syscalls. The second, after the probe, is the one an open would
+	 * make (probe, then cache): an entry dropped meanwhile is not used.
+	 */
 	v = vcache_peek(fs_vcache(fs), f, sig, sizeof(sig));
 	if (v == VCACHE_MISS ||
 	    (v == VCACHE_INFECTED && !is_limits(fs, sig) &&
