@@ -266,7 +266,11 @@ def test_scan_on_close_quarantines_upload(mount_clamfs, clamd):
     assert wait_for(lambda: stats(m.mnt)["close_scans"] == 2, 5)
     assert clamd.wait_scan_count(scans0 + 2) == scans0 + 2
     # clamd answers before the verdict reaches the cache
-    assert wait_for(lambda: stats(m.mnt)["cache_entries"] == cached0 + 1, 5)
+    assert wait_for(lambda: stats(m.mnt)["cache_entries"] == cached0 + 1,
+                    5), " ".join(f"{k}={v}" for k, v in stats(m.mnt).items()
+                                 if k in ("cache_entries", "close_scans",
+                                          "scans", "scans_spared",
+                                          "scans_cancelled"))
     s0 = stats(m.mnt)
     assert try_read(m.m("inbox", "ok.bin")) == ("ok", b"clean upload")
     d = delta(s0, stats(m.mnt), "scans", "opens_cache_hit")
