@@ -92,6 +92,8 @@ static bool stamp_quiet(struct inode *inode, int fd, const struct stat *st)
  */
 #define SCAN_AHEAD_MAX_BYTES	 (64LL * 1024 * 1024)
 #define SCAN_AHEAD_MAX_WINDOW_NS (SCANQ_NOT_BEFORE_MAX_MS * 1000000LL)
+/* How long a close scan waits for its writer to be quite gone. */
+#define CLOSE_QUIET_WAIT_MS 50
 
 /* An open (or close scan) waiting for its verdict. */
 struct pending {
@@ -459,16 +461,17 @@ static int64_t verdict_stamp_ns(const struct pending *p,
 }
 
 /*
- * Whether nobody could write the file when its stamp was taken. A scan
- * ahead's stamp, taken at the writer's close, may find the writer not
- * quite gone (with kernel passthrough the kernel drops its own writable
- * backing file after the release is answered): its confirmation, made
- * later before the scan, found the stamp unchanged and nobody writing.
+ * Whether nobody could write the file when its stamp was taken. The
+ * stamp of a scan at a writer's close (scan_on_close or ahead) may find
+ * the writer not quite gone (with kernel passthrough the kernel drops
+ * its own writable backing file after the release is answered): its
+ * confirmation, made later before the scan, found the stamp unchanged
+ * and nobody writing.
  */
 static bool stamp_was_quiet(const struct pending *p,
 			    const struct scan_outcome *o)
 {
-	return p->stamp.quiet || (p->ahead && o->confirmed_ns != 0);
+	return p->stamp.quiet || (!p->req && o->confirmed_ns != 0);
 }
 
 /*
@@ -789,6 +792,24 @@ static bool verdict_known(void *ctx, int fd, const struct vcache_file *f,
 	return true;
 }
 
+/*
+ * Scanner thread, right before a scan_on_close: as stamp_still_quiet,
+ * giving the kernel's passthrough backing file of the writer that just
+ * closed a moment to go (it goes after the release is answered), so
+ * that the verdict can be kept. The scan is made either way.
+ */
+static bool close_stamp_quiet(void *ctx, int fd, const struct vcache_file *f)
+{
+	const struct timespec nap = {.tv_nsec = 1000000};
+
+	for (int i = 0; i < CLOSE_QUIET_WAIT_MS; i++) {
+		if (still_quiet(ctx, fd, f, NULL))
+			return true;
+		nanosleep(&nap, NULL);
+	}
+	return still_quiet(ctx, fd, f, NULL);
+}
+
 static int submit(struct clamfs_fs *fs, struct pending *p)
 {
 	struct vcache_file f;
@@ -808,6 +829,10 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		.known_ctx = fs,
 	};
 
+	if (!p->req && !p->ahead) {
+		r.confirm = close_stamp_quiet;
+		r.confirm_ctx = fs;
+	}
 	if (p->ahead) {
 		r.uid = SCAN_AHEAD_QUEUE;
 		r.background = true;
