@@ -42,7 +42,8 @@ enum opt_reload {
 	RELOAD_STARTUP, /* used at start only (clamd_wait, config): ignored */
 	RELOAD_REMOUNT, /* named in the log, not applied: needs a remount */
 	RELOAD_LIVE,	/* applied in place (policy, log level) */
-	RELOAD_POOL,	/* applied with a new clamd connection pool */
+	RELOAD_POOL,	/* applied with new clamd backends: verdicts dropped */
+	RELOAD_FLEET,	/* applied with new connections to the same clamds */
 	RELOAD_CACHE,	/* applied with a new (empty) verdict cache */
 	RELOAD_HOOK,	/* applied with a new detection reporter */
 };

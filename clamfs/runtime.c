@@ -49,6 +49,12 @@ struct generation {
 	struct vcache *vcache;
 	struct detect *detect;
 	bool owns_fleet, owns_vcache, owns_detect;
+	/*
+	 * Its fleet reaches other clamds than its predecessor's, or the same
+	 * addresses trusted otherwise: their verdicts are not carried over.
+	 * Timeouts and connection counts alone keep them.
+	 */
+	bool other_clamds;
 	/* the TLS files as fleet loaded them: a reload reads new ones */
 	struct poolcfg_tls_stamp tls_stamp;
 };
@@ -746,8 +752,10 @@ static int reload_build(struct runtime *rt, const struct generation *g,
 	}
 	/* the fleet it keeps, or the one made from the files as stamped */
 	poolcfg_tls_stamp(n, &next->tls_stamp);
-	if (optable_differs(o, n, RELOAD_POOL) ||
-	    memcmp(&next->tls_stamp, &g->tls_stamp, sizeof(g->tls_stamp))) {
+	next->other_clamds =
+		optable_differs(o, n, RELOAD_POOL) ||
+		memcmp(&next->tls_stamp, &g->tls_stamp, sizeof(g->tls_stamp));
+	if (next->other_clamds || optable_differs(o, n, RELOAD_FLEET)) {
 		ret = poolcfg_new(n, 0, mode, &next->fleet, err, err_len);
 		if (ret)
 			goto out;
@@ -797,8 +805,9 @@ static bool reload_describe(const struct generation *g,
 			    const struct generation *next, char *changes,
 			    size_t len, char *remount, size_t remount_len)
 {
-	static const enum opt_reload applied[] = {RELOAD_POOL, RELOAD_CACHE,
-						  RELOAD_HOOK, RELOAD_LIVE};
+	static const enum opt_reload applied[] = {RELOAD_POOL, RELOAD_FLEET,
+						  RELOAD_CACHE, RELOAD_HOOK,
+						  RELOAD_LIVE};
 	const struct clamfs_opts *o = g->opts, *n = next->opts;
 	bool quarantined = o->policy.on_infected == INFECTED_QUARANTINE;
 
@@ -862,7 +871,7 @@ static void publish(struct runtime *rt, struct generation *g,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&fs->store_ttl, store_ttl(next->opts),
 			 __ATOMIC_RELAXED);
-	if (new_pool) {
+	if (next->other_clamds) {
 		/*
 		 * Another clamd may have other signatures: verdicts of the
 		 * old one are not trusted.

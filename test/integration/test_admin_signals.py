@@ -3,8 +3,10 @@
 # applies what needs no remount (a policy change deny -> log takes effect
 # on the next open, the cache TTL change is logged), refuses a bad file
 # without changing anything, names remount-only keys it leaves alone, and
-# never unmounts (libfuse's own SIGHUP handler would); SIGUSR1 drops the
-# verdict cache so that the next open scans again.
+# never unmounts (libfuse's own SIGHUP handler would), keeps the verdict
+# cache across new timeouts or connection counts and empties it when the
+# clamds change; SIGUSR1 drops the verdict cache so that the next open
+# scans again.
 import os
 import signal
 import time
@@ -19,14 +21,14 @@ CLEAN = b"a clean file\n"
 
 
 def write_cfg(path, b, mnt, clamd, on_infected="deny", cache_ttl=3600,
-              threads=None, raw=""):
+              threads=None, raw="", clamd_more=(), scan_more=()):
     fuse = [("backend", b), ("mountpoint", mnt), ("options", "allow_other")]
     if threads is not None:
         fuse.append(("threads", str(threads)))
     return ini(path, [("fuse", fuse),
-                      ("clamd", [("clamd", clamd.socket)]),
+                      ("clamd", [("clamd", clamd.socket), *clamd_more]),
                       # scans are counted: none beside a waited open
-                      ("scan", [("scan_ahead_dirs", "no")]),
+                      ("scan", [("scan_ahead_dirs", "no"), *scan_more]),
                       ("cache", [("cache_ttl", str(cache_ttl))]),
                       ("action", [("on_infected", on_infected)])],
                raw_tail=raw)
@@ -159,6 +161,63 @@ def test_sigusr1_drops_cache(mount_clamfs, clamd):
     # f's new one is the only entry
     assert s2["cache_entries"] == 0, s2
     assert s3["cache_entries"] == 1, s3
+
+
+def test_sighup_keeps_verdicts_unless_the_clamds_change(admin, clamd):
+    """A reload that changes only how the same clamd is reached
+    (scan_timeout, clamd_connections, clamd_connect_timeout) builds new
+    connections and keeps the verdict cache: the next open of a scanned
+    file is a cache hit, not a scan. One that changes how clamd scans
+    (scan_mode) empties it, as another clamd= does: the next open
+    scans."""
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    write_cfg(cfg, b, mnt, clamd)
+    put(os.path.join(b, "f"), CLEAN)
+    # a file just written is cached at once (test_sec_racy has the window)
+    m = admin.start(["-f", "-o", f"config={cfg},racy_window=0"], mnt, b)
+    s0 = stats(m.mnt)
+    c0 = clamd.scan_count()
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    s1 = stats(m.mnt)
+    assert delta(s0, s1, "scans", "opens_cache_hit") == {
+        "scans": 1, "opens_cache_hit": 1}
+
+    write_cfg(cfg, b, mnt, clamd,
+              clamd_more=[("clamd_connections", "3"),
+                          ("clamd_connect_timeout", "2")],
+              scan_more=[("scan_timeout", "30")])
+    hup(m)
+    lines = wait_log(m, "SIGHUP: configuration reloaded")
+    assert len(lines) == 1, m.stderr_text()
+    for change in ("scan_timeout 60->30", "clamd_connect_timeout 5->2",
+                   "clamd_connections"):
+        assert change in lines[0], lines
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    s2 = stats(m.mnt)
+    assert delta(s1, s2, "scans", "opens_cache_hit", "cache_clears") == {
+        "scans": 0, "opens_cache_hit": 1, "cache_clears": 0}
+    # the new connections scan
+    put(os.path.join(b, "g"), CLEAN * 2)
+    assert try_read(m.m("g")) == ("ok", CLEAN * 2)
+    assert clamd.wait_scan_count(c0 + 2) == c0 + 2
+
+    write_cfg(cfg, b, mnt, clamd,
+              clamd_more=[("clamd_connections", "3"),
+                          ("clamd_connect_timeout", "2")],
+              scan_more=[("scan_timeout", "30"), ("scan_mode", "stream")])
+    hup(m)
+    lines = wait_log(m, "SIGHUP: configuration reloaded", count=2)
+    assert len(lines) == 2, m.stderr_text()
+    assert "scan_mode auto->stream" in lines[1], lines
+    s3 = stats(m.mnt)
+    assert s3["cache_clears"] == s2["cache_clears"] + 1
+    assert try_read(m.m("f")) == ("ok", CLEAN)
+    s4 = stats(m.mnt)
+    assert delta(s3, s4, "scans", "opens_cache_hit") == {
+        "scans": 1, "opens_cache_hit": 0}
+    assert clamd.wait_scan_count(c0 + 3) == c0 + 3
 
 
 def test_sighup_logs_every_policy_change(admin, clamd):

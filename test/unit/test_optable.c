@@ -296,7 +296,20 @@ static void test_describe_by_reload_kind(void **state)
 		optable_name_changes(&a, &b, RELOAD_REMOUNT, buf, sizeof(buf)));
 	assert_string_equal(buf, "threads");
 	assert_false(optable_differs(&a, &b, RELOAD_POOL));
+	assert_false(optable_differs(&a, &b, RELOAD_FLEET));
 	assert_false(optable_differs(&a, &b, RELOAD_HOOK));
+	/* new connections to the same clamds: no other clamd's verdicts */
+	set(&b, "scan_timeout", "30");
+	set(&b, "clamd_connections", "4");
+	set(&b, "clamd_connect_timeout", "2");
+	buf[0] = '\0';
+	assert_true(optable_describe(&a, &b, RELOAD_FLEET, buf, sizeof(buf)));
+	assert_string_equal(buf, "clamd_connections 0->4, "
+				 "clamd_connect_timeout 5->2, "
+				 "scan_timeout 60->30");
+	assert_false(optable_differs(&a, &b, RELOAD_POOL));
+	set(&b, "scan_mode", "stream");
+	assert_true(optable_differs(&a, &b, RELOAD_POOL));
 	/* read at start only: a reload neither applies nor names it */
 	assert_true(optable_differs(&a, &b, RELOAD_STARTUP));
 	opts_free(&a);
