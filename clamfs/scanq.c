@@ -405,6 +405,7 @@ static void job_end(struct scanq *q, struct scan_job *job)
 	job_dequeue(q, job);
 	unmap(job);
 	TAILQ_REMOVE(&q->live, job, live_link);
+	q->counters.live--;
 	for (w = job->waiters; w; w = w->next)
 		waiter_leave(q, w);
 }
@@ -1436,6 +1437,7 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	LIST_INSERT_HEAD(bucket, job, map_link);
 	job->in_map = true;
 	TAILQ_INSERT_TAIL(&q->live, job, live_link);
+	q->counters.live++;
 	job->queued = true;
 	q->counters.queued++;
 	ticket_enqueue(q, t);

@@ -402,6 +402,8 @@ struct scanq_counters {
 				      * its deadline passed while queued */
 	uint64_t spared;     /* not sent to clamd: known() had the verdict */
 	unsigned int queued; /* waiting for a scanner thread now */
+	unsigned int live;   /* queued, running or being answered now: a
+			      * submit for the same file may still join */
 };
 
 void scanq_counters(struct scanq *q, struct scanq_counters *out);

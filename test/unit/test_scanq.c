@@ -219,6 +219,26 @@ static bool wait_done(struct twaiter *t, int ms)
 	return true;
 }
 
+/*
+ * Waits up to 5 s for every scan to have ended: a waiter is answered
+ * while its scan can still be joined, so a submit right after wait_done()
+ * may join the scan that answered it.
+ */
+static bool wait_no_scan_live(struct scanq *q)
+{
+	uint64_t end = now_ms() + 5000;
+	struct scanq_counters cnt;
+
+	for (;;) {
+		scanq_counters(q, &cnt);
+		if (cnt.live == 0)
+			return true;
+		if (now_ms() > end)
+			return false;
+		usleep(1000);
+	}
+}
+
 static int devnull = -1;
 
 static int submit_fd(struct scanq *q, ino_t ino, off_t size, uid_t uid,
@@ -1928,6 +1948,7 @@ static void test_verdict_known_since_the_submit(void **state)
 	assert_true(a.o.started_ns > 0);
 	atomic_store(&c.clean_ino, 260);
 	/* the late opener: its scan ended before it submitted */
+	assert_true(wait_no_scan_live(q));
 	assert_int_equal(submit_known(q, 260, 7, &c, &late), 0);
 	assert_true(wait_done(&late, 5000));
 	assert_int_equal(late.o.res.verdict, CDP_CLEAN);
