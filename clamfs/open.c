@@ -64,18 +64,31 @@ static bool stamp_settled(const struct stamp *s)
 	return vcache_stamp_settled(&f, s->taken_ns, s->window_ns);
 }
 
+/* What a look at whether a file is written found (writes_now). */
+enum quiet_state {
+	QUIET,		   /* nobody writes it */
+	QUIET_NOT,	   /* written through the mount, or cannot be told */
+	QUIET_WRITER_OPEN, /* a descriptor or mapping outside the mount's
+			    * count may write it */
+};
+
 /*
  * Whether a verdict, or the kernel's page cache, may be trusted or stored
- * for the file stamped in st and open read-only at fd: no writer through
+ * for the file open read-only at fd on device dev: no writer through
  * the mount, nor on the backend (a descriptor or a shared writable
  * mapping that outlived one), on a filesystem where a writer that came
  * and went left its mark on the stamp (tsgrain.h).
  */
+static enum quiet_state writes_now(struct inode *inode, int fd, dev_t dev)
+{
+	if (inode_writers(inode) != 0 || !tsgrain_sees_mapped_stores(fd, dev))
+		return QUIET_NOT;
+	return writers_probe(fd) == 0 ? QUIET : QUIET_WRITER_OPEN;
+}
+
 static bool stamp_quiet(struct inode *inode, int fd, const struct stat *st)
 {
-	return inode_writers(inode) == 0 &&
-	       tsgrain_sees_mapped_stores(fd, st->st_dev) &&
-	       writers_probe(fd) == 0;
+	return writes_now(inode, fd, st->st_dev) == QUIET;
 }
 
 /* The scan queue all close scans wait in (no user has this uid). */
@@ -723,30 +736,38 @@ static int reopen_readonly_as(fuse_req_t req, int fd)
 }
 
 /*
- * The file open at fd is still as stamped in f, still has a name, and
- * nobody writes it; with tag, no write went through the mount since.
+ * Whether the file open at fd is still as stamped in f, still has a name,
+ * and nobody writes it; with tag, no write went through the mount since.
+ * QUIET_NOT also for a file changed or unlinked.
  */
-static bool still_quiet(struct clamfs_fs *fs, int fd,
-			const struct vcache_file *f, const uint64_t *tag)
+static enum quiet_state quiet_now(struct clamfs_fs *fs, int fd,
+				  const struct vcache_file *f,
+				  const uint64_t *tag)
 {
+	enum quiet_state state = QUIET_NOT;
 	struct vcache_file now;
 	struct inode *inode;
 	struct stat st;
-	bool ok;
 
 	/* a temporary file removed unread needs no verdict */
 	if (fstat(fd, &st) == -1 || st.st_nlink == 0)
-		return false;
+		return QUIET_NOT;
 	vcache_file_from_stat(&now, &st);
 	if (!vcache_file_same(&now, f))
-		return false;
+		return QUIET_NOT;
 	inode = itab_find_ref(fs->itab, f->dev, f->ino);
 	if (!inode)
-		return false;
-	ok = (!tag || inode_write_seq(inode) == *tag) &&
-	     stamp_quiet(inode, fd, &st);
+		return QUIET_NOT;
+	if (!tag || inode_write_seq(inode) == *tag)
+		state = writes_now(inode, fd, st.st_dev);
 	itab_forget(fs->itab, inode, 1);
-	return ok;
+	return state;
+}
+
+static bool still_quiet(struct clamfs_fs *fs, int fd,
+			const struct vcache_file *f, const uint64_t *tag)
+{
+	return quiet_now(fs, fd, f, tag) == QUIET;
 }
 
 /*
@@ -796,18 +817,23 @@ static bool verdict_known(void *ctx, int fd, const struct vcache_file *f,
  * Scanner thread, right before a scan_on_close: as stamp_still_quiet,
  * giving the kernel's passthrough backing file of the writer that just
  * closed a moment to go (it goes after the release is answered), so
- * that the verdict can be kept. The scan is made either way.
+ * that the verdict can be kept. Only that wait can help: a file changed,
+ * unlinked or written through the mount since stays so, and without
+ * passthrough there is no backing file. The scan is made either way.
  */
 static bool close_stamp_quiet(void *ctx, int fd, const struct vcache_file *f)
 {
 	const struct timespec nap = {.tv_nsec = 1000000};
+	struct clamfs_fs *fs = ctx;
+	enum quiet_state state;
 
-	for (int i = 0; i < CLOSE_QUIET_WAIT_MS; i++) {
-		if (still_quiet(ctx, fd, f, NULL))
-			return true;
+	for (int i = 0;; i++) {
+		state = quiet_now(fs, fd, f, NULL);
+		if (state != QUIET_WRITER_OPEN || !fs->passthrough ||
+		    i == CLOSE_QUIET_WAIT_MS)
+			return state == QUIET;
 		nanosleep(&nap, NULL);
 	}
-	return still_quiet(ctx, fd, f, NULL);
 }
 
 static int submit(struct clamfs_fs *fs, struct pending *p)
