@@ -81,9 +81,14 @@ enum quiet_state {
  */
 static enum quiet_state writes_now(struct inode *inode, int fd, dev_t dev)
 {
+	int probe;
+
 	if (inode_writers(inode) != 0 || !tsgrain_sees_mapped_stores(fd, dev))
 		return QUIET_NOT;
-	return writers_probe(fd) == 0 ? QUIET : QUIET_WRITER_OPEN;
+	probe = writers_probe(fd);
+	if (probe == 0)
+		return QUIET;
+	return probe == -EBUSY ? QUIET_WRITER_OPEN : QUIET_NOT;
 }
 
 static bool stamp_quiet(struct inode *inode, int fd, const struct stat *st)
