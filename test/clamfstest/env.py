@@ -2,7 +2,8 @@
 """The build under test and the run's conditions, from the environment.
 
 CLAMFS_BIN / CLAMFS_SCAN_BIN name programs; CLAMFS_BUILD_DIR is the build
-tree they are otherwise found in; CLAMFS_SANITIZE says the build has
+tree they are otherwise found in (by default the source tree's build/, the
+one README.md's commands make); CLAMFS_SANITIZE says the build has
 ASan+UBSan (timeouts then scale by SLOW); CLAMFS_TEST_OPTS adds -o
 options to every mount.
 """
@@ -27,11 +28,21 @@ class MissingProgram(AssertionError):
     test needing it fails rather than errors)."""
 
 
+def build_dir():
+    """CLAMFS_BUILD_DIR, else the source tree's build/ if there is one
+    (so that one test runs with no variable set), else None."""
+    bd = os.environ.get("CLAMFS_BUILD_DIR")
+    if bd:
+        return bd
+    bd = os.path.join(SRC, "build")
+    return bd if os.path.isdir(bd) else None
+
+
 def built_binary(env_var, *rel):
-    """The program named by env_var, else CLAMFS_BUILD_DIR/rel..."""
+    """The program named by env_var, else build_dir()/rel..."""
     b = os.environ.get(env_var)
     if not b:
-        bd = os.environ.get("CLAMFS_BUILD_DIR")
+        bd = build_dir()
         if bd:
             b = os.path.join(bd, *rel)
     if not b or not os.access(b, os.X_OK):

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from adminutil import admin  # noqa: F401
-from clamfstest.env import SLOW, clamfs_bin
+from clamfstest.env import SLOW, build_dir, clamfs_bin
 from scanutil import put, try_read
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -110,7 +110,7 @@ def test_doc_paths_are_installed(admin):
     test checks /etc/clamfs/share.ini.example, installed to an absolute
     path fixed when the build was configured)."""
     dest = admin.tempdir()
-    build = os.environ["CLAMFS_BUILD_DIR"]
+    build = build_dir()
     r = subprocess.run(["cmake", "--install", build, "--prefix", "/usr"],
                        capture_output=True, text=True,
                        env=dict(os.environ, DESTDIR=dest),

@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 
-from clamfstest.env import PYTHON
+from clamfstest.env import PYTHON, build_dir
 from clamfstest.mountinfo import UNSHARE_MOUNT
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -190,8 +190,8 @@ def test_scan_man_page_renders():
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert r.stdout.lstrip().startswith("CLAMFS-SCAN(1)")
     # every long option the program knows is documented
-    h = subprocess.run([os.path.join(os.environ["CLAMFS_BUILD_DIR"],
-                                     "clamdproto", "clamfs-scan"), "--help"],
+    h = subprocess.run([os.path.join(build_dir(), "clamdproto",
+                                     "clamfs-scan"), "--help"],
                        capture_output=True, text=True)
     opts = set(re.findall(r"--[a-z][a-z-]+", h.stdout))
     assert len(opts) > 8, h.stdout

@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 
-from clamfstest.env import SLOW
+from clamfstest.env import SLOW, build_dir
 
 
 def cache_value(build, key):
@@ -22,7 +22,7 @@ def cache_value(build, key):
 
 
 def test_install_stays_in_the_prefix(tmp_path):
-    build = os.environ["CLAMFS_BUILD_DIR"]
+    build = build_dir()
     prefix = cache_value(build, "CMAKE_INSTALL_PREFIX")
     assert prefix and prefix.startswith("/"), prefix
     dest = tmp_path / "dest"
