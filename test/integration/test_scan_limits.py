@@ -10,6 +10,7 @@ import zipfile
 
 import pytest
 
+from clamfstest.env import clamfs_bin
 from scanutil import delta, detections, log_lines, mount_scan, stats
 
 MAX_FILES = 10
@@ -108,7 +109,7 @@ def test_limits_as_infected_keeps_the_old_rule(mount_clamfs, limited_clamd):
 
 def test_check_says_what_becomes_of_files_clamd_gives_up_on(limited_clamd):
     import subprocess
-    r = subprocess.run([os.environ["CLAMFS_BIN"], "--check", "-o",
+    r = subprocess.run([clamfs_bin(), "--check", "-o",
                         "clamd=" + limited_clamd.socket + ",on_limits=allow"],
                        capture_output=True, text=True, timeout=60)
     out = r.stdout + r.stderr
