@@ -541,27 +541,6 @@ static void finish(struct scan_job *job, const struct scan_outcome *o)
 
 /* --- the real scanner --- */
 
-static void scan_on(const struct scanq_scan *s, struct cdp_pool *pool,
-		    enum scan_mode mode, int timeout_ms, struct cdp_result *res)
-{
-	switch (mode) {
-	case SCAN_MODE_FDPASS:
-		cdp_scan_fildes(pool, s->fd, timeout_ms, s->cancel, res);
-		return;
-	case SCAN_MODE_STREAM:
-		cdp_scan_stream_fd(pool, s->fd, timeout_ms, s->cancel, res);
-		return;
-	case SCAN_MODE_PATH:
-		/*
-		 * Never a name: the directories on a path in a share belong
-		 * to its users, who can swap them while clamd walks it
-		 * (doc/security.md). The opened file is sent instead.
-		 */
-		cdp_scan_stream_fd(pool, s->fd, timeout_ms, s->cancel, res);
-		return;
-	}
-}
-
 /*
  * A retry that goes where the failed attempt went (the only clamd, or a
  * balancer in front of several) waits a moment first.  A killed clamd
@@ -622,12 +601,11 @@ static int acquire(const struct scanq_scan *s, int exclude, int timeout_ms,
 	return left > 1 ? left : 1;
 }
 
-static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
+void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res)
 {
 	int exclude = s->attempt > 0 && s->note ? s->note->backend : -1;
 	int timeout_ms = s->timeout_ms;
 	struct cdp_fleet_pick pick;
-	enum scan_mode mode;
 	bool halved;
 
 	if (s->note)
@@ -639,8 +617,6 @@ static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
 		timeout_ms = retry_pause(s, timeout_ms);
 		cdp_fleet_restart(s->fleet, &pick);
 	}
-	/* path mode too: what the backend takes, never a name (scan_on) */
-	mode = pick.fildes ? SCAN_MODE_FDPASS : SCAN_MODE_STREAM;
 	/* a stalled backend must not eat the time of the retry elsewhere */
 	halved = s->attempt + 1 < SCANQ_SCAN_ATTEMPTS &&
 		 pick.alternatives > 0 && timeout_ms >= 2;
@@ -650,19 +626,18 @@ static void scan_fleet(const struct scanq_scan *s, struct cdp_result *res)
 		s->note->backend = pick.index;
 		s->note->bounded = halved;
 	}
-	scan_on(s, pick.pool, mode, timeout_ms, res);
-	cdp_fleet_release(s->fleet, &pick, res);
-}
-
-void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res)
-{
-	if (s->fleet)
-		scan_fleet(s, res);
+	/*
+	 * What the backend takes: the descriptor, or the content streamed.
+	 * Never a name, in path mode too: the directories on a path in a
+	 * share belong to its users, who can swap them while clamd walks it
+	 * (doc/security.md).
+	 */
+	if (pick.fildes)
+		cdp_scan_fildes(pick.pool, s->fd, timeout_ms, s->cancel, res);
 	else
-		scan_on(s, s->pool, s->mode,
-			s->attempt > 0 ? retry_pause(s, s->timeout_ms)
-				       : s->timeout_ms,
-			res);
+		cdp_scan_stream_fd(pick.pool, s->fd, timeout_ms, s->cancel,
+				   res);
+	cdp_fleet_release(s->fleet, &pick, res);
 }
 
 /* --- scanner threads --- */
@@ -839,7 +814,6 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		goto out;
 	s = (struct scanq_scan){
 		.arg = cfg.scan_arg,
-		.pool = cfg.pool,
 		.fleet = cfg.fleet,
 		.note = &note,
 		.mode = cfg.mode,
@@ -1483,22 +1457,10 @@ void scanq_interrupt(struct scan_waiter *w)
 		withdraw(w, job);
 }
 
-void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
-		       enum scan_mode mode, int timeout_ms)
-{
-	pthread_mutex_lock(&q->lock);
-	q->cfg.pool = pool;
-	q->cfg.fleet = NULL;
-	q->cfg.mode = mode;
-	q->cfg.timeout_ms = timeout_ms;
-	pthread_mutex_unlock(&q->lock);
-}
-
 void scanq_reconfigure_fleet(struct scanq *q, struct cdp_fleet *fleet,
 			     enum scan_mode mode, int timeout_ms)
 {
 	pthread_mutex_lock(&q->lock);
-	q->cfg.pool = NULL;
 	q->cfg.fleet = fleet;
 	q->cfg.mode = mode;
 	q->cfg.timeout_ms = timeout_ms;

@@ -178,8 +178,7 @@ struct scanq_attempt {
 /* One scan as the scanner callback sees it. */
 struct scanq_scan {
 	void *arg;		    /* scanq_config.scan_arg */
-	struct cdp_pool *pool;	    /* as configured when the scan started */
-	struct cdp_fleet *fleet;    /* likewise; when set, pool is not used */
+	struct cdp_fleet *fleet;    /* as configured when the scan started */
 	struct scanq_attempt *note; /* the scanner's, across attempts */
 	enum scan_mode mode;
 	int fd;				/* a read-only reopening of the file */
@@ -198,10 +197,9 @@ struct scanq_scan {
 typedef void scanq_scan_fn(const struct scanq_scan *s, struct cdp_result *res);
 
 /*
- * The real scanner: asks clamd through s->pool the way s->mode says, or,
- * with s->fleet, through the backend the fleet picks (not the previous
- * attempt's for a retry); fdpass or stream as that backend was configured,
- * in path mode too. A first attempt while another backend is
+ * The real scanner: asks clamd through the backend s->fleet picks (not
+ * the previous attempt's for a retry); fdpass or stream as that backend
+ * was configured, in path mode too. A first attempt while another backend is
  * healthy gets only half of what is left, so that a stalled backend
  * leaves time for the retry elsewhere. A retry that goes to the same
  * address as the failed attempt (one clamd, or a balancer) first waits
@@ -226,8 +224,7 @@ void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
 #define SCANQ_NOT_BEFORE_MAX_MS 100
 
 struct scanq_config {
-	struct cdp_pool *pool;
-	struct cdp_fleet *fleet; /* instead of pool (the daemon's) */
+	struct cdp_fleet *fleet; /* the clamds scanq_scan_clamd asks */
 	enum scan_mode mode;
 	unsigned int threads; /* scanner threads, >= 1 */
 	int timeout_ms;	      /* deadline of one scan from its submission,
@@ -239,11 +236,11 @@ struct scanq_config {
 	/* 0: max_queued_per_uid + threads */
 	unsigned int max_waiters_per_uid;
 	/*
-	 * Optional: keeps the pool a scan takes alive until the scan ends,
+	 * Optional: keeps the fleet a scan takes alive until the scan ends,
 	 * also when every waiter gave up and was answered meanwhile. hold()
-	 * runs under the lock scanq_reconfigure takes, so no reconfigure
-	 * comes between reading the pool and holding; what it holds must
-	 * keep that pool alive even if it is older than the pool (the daemon
+	 * runs under the lock scanq_reconfigure_fleet takes, so no
+	 * reconfigure comes between reading the fleet and holding; what it
+	 * holds must keep that fleet alive even if it is older (the daemon
 	 * pins the current generation, which holds its successors); its
 	 * token goes to release().
 	 */
@@ -266,16 +263,11 @@ struct scanq;
 int scanq_new(const struct scanq_config *cfg, struct scanq **out);
 
 /*
- * Replaces pool, mode and timeout for scans starting from now on (SIGHUP).
- * Scans under way finish with the old ones: the caller keeps the old pool
- * alive while a token of cfg->hold taken before this call is held (or,
- * without hold, until scanq_free).
+ * Replaces fleet, mode and timeout for scans starting from now on
+ * (SIGHUP). Scans under way finish with the old ones: the caller keeps the
+ * old fleet alive while a token of cfg->hold taken before this call is
+ * held (or, without hold, until scanq_free).
  */
-void scanq_reconfigure(struct scanq *q, struct cdp_pool *pool,
-		       enum scan_mode mode, int timeout_ms);
-
-/* The same for a fleet of backends: the scans starting from now on use
- * fleet (and no pool). */
 void scanq_reconfigure_fleet(struct scanq *q, struct cdp_fleet *fleet,
 			     enum scan_mode mode, int timeout_ms);
 

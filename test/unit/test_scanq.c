@@ -5,7 +5,8 @@
  * submission, round-robin between uids, the small-file lane, the per-uid
  * bound, and answer_first waiters getting their verdict before the others.
  * A scripted scanner covers retries (how many, and when not), withdrawal of
- * a queued scan's last waiter, and scanq_reconfigure with scans under way.
+ * a queued scan's last waiter, and scanq_reconfigure_fleet with scans
+ * under way.
  * Joins across uids (issue 22): a joiner keeps its own place in its own
  * queue and its own deadline, and counts against its uid's waiter bound.
  * Background scans (issue 23) come last, one at a time and only while no
@@ -1055,7 +1056,7 @@ struct script {
 	bool released;
 	unsigned int attempt[SCRIPT_CALLS];
 	bool fresh[SCRIPT_CALLS]; /* the token asked for a new connection */
-	struct cdp_pool *pool[SCRIPT_CALLS];
+	struct cdp_fleet *fleet[SCRIPT_CALLS];
 	enum scan_mode mode[SCRIPT_CALLS];
 	int timeout_ms[SCRIPT_CALLS];
 };
@@ -1116,7 +1117,7 @@ static void script_scan(const struct scanq_scan *s, struct cdp_result *res)
 	if (n < SCRIPT_CALLS) {
 		script.attempt[n] = s->attempt;
 		script.fresh[n] = cdp_cancel_fresh(s->cancel);
-		script.pool[n] = s->pool;
+		script.fleet[n] = s->fleet;
 		script.mode[n] = s->mode;
 		script.timeout_ms[n] = s->timeout_ms;
 	}
@@ -1489,19 +1490,19 @@ static void count_release(void *token)
 }
 
 /*
- * scanq_reconfigure with one scan running and one queued: the running scan
- * keeps the pool and mode it started with, the queued one starts with the
+ * scanq_reconfigure_fleet with one scan running and one queued: the running
+ * scan keeps the fleet and mode it started with, the queued one starts with the
  * new ones but keeps the deadline of its submission; a scan submitted after
  * the call gets the new timeout. Every hold is released.
  */
 static void test_reconfigure_under_way(void **state)
 {
-	static char pool_a, pool_b; /* never dereferenced by the scanner */
+	static char fleet_a, fleet_b; /* never dereferenced by the scanner */
 	struct scanq_config cfg = {
 		.threads = 1,
 		.timeout_ms = 10000,
 		.scan = script_scan,
-		.pool = (struct cdp_pool *)&pool_a,
+		.fleet = (struct cdp_fleet *)&fleet_a,
 		.mode = SCAN_MODE_FDPASS,
 		.hold = count_hold,
 		.release = count_release,
@@ -1522,7 +1523,8 @@ static void test_reconfigure_under_way(void **state)
 	assert_int_equal(submit(q, 400, 100, 1, &run), 0);
 	assert_true(script_wait_calls(1));
 	assert_int_equal(submit(q, 401, 100, 2, &queued), 0);
-	scanq_reconfigure(q, (struct cdp_pool *)&pool_b, SCAN_MODE_STREAM, 300);
+	scanq_reconfigure_fleet(q, (struct cdp_fleet *)&fleet_b,
+				SCAN_MODE_STREAM, 300);
 	assert_int_equal(scanq_mode(q), SCAN_MODE_STREAM);
 	/* the new timeout: a scan submitted now expires while queued */
 	t0 = now_ms();
@@ -1539,9 +1541,9 @@ static void test_reconfigure_under_way(void **state)
 	assert_int_equal(queued.o.res.verdict, CDP_CLEAN);
 	scanq_free(q);
 	assert_int_equal(script_calls(), 2);
-	assert_ptr_equal(script.pool[0], &pool_a);
+	assert_ptr_equal(script.fleet[0], &fleet_a);
 	assert_int_equal(script.mode[0], SCAN_MODE_FDPASS);
-	assert_ptr_equal(script.pool[1], &pool_b);
+	assert_ptr_equal(script.fleet[1], &fleet_b);
 	assert_int_equal(script.mode[1], SCAN_MODE_STREAM);
 	/* its deadline still counts from its submission, 10 s */
 	assert_true(script.timeout_ms[1] > 1000);
