@@ -34,6 +34,12 @@ struct clamfs_fs {
 	bool default_permissions;
 	bool passthrough_wanted; /* passthrough=auto */
 	bool passthrough;	 /* negotiated at INIT (passthrough.h) */
+	bool writeback_wanted;	 /* writeback_cache=yes */
+	/*
+	 * Negotiated at INIT: written data may sit in the kernel's page
+	 * cache until written back (open.c flushes it before a scan).
+	 */
+	bool writeback;
 
 	/* the scan gate (open.c) */
 	const char *backend_path; /* realpath, as the administrator named it */

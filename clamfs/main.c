@@ -447,6 +447,7 @@ int main(int argc, char *argv[])
 	fs.negative_timeout = opts.negative_timeout;
 	fs.default_permissions = opts.default_permissions;
 	fs.passthrough_wanted = opts.passthrough;
+	fs.writeback_wanted = opts.writeback_cache;
 	clock_gettime(CLOCK_MONOTONIC, &fs.started);
 	fs.started_wall = time(NULL);
 	fs.backend_path = backend;

@@ -841,6 +841,30 @@ static bool close_stamp_quiet(void *ctx, int fd, const struct vcache_file *f)
 	}
 }
 
+/*
+ * An open with O_TRUNC under the write-back cache: the kernel holds back
+ * all write-back of the file until the open is answered, so a flush
+ * before its scan would wait for itself; it then drops the page cache,
+ * dirty pages too, so there is nothing to flush.
+ */
+static bool truncates_page_cache(struct clamfs_fs *fs, int flags)
+{
+	return fs->writeback && (flags & O_TRUNC);
+}
+
+/*
+ * Whether the kernel may hold written data of the file that the backend
+ * has not seen yet, which a reader's open would then read unless a scan
+ * has it written back first: under the write-back cache while a writer
+ * has it open (every writer's close writes it back before its release).
+ */
+static bool unwritten_data_possible(struct clamfs_fs *fs, struct inode *inode,
+				    int flags)
+{
+	return fs->writeback && inode_writers(inode) != 0 &&
+	       !truncates_page_cache(fs, flags);
+}
+
 static int submit(struct clamfs_fs *fs, struct pending *p)
 {
 	struct vcache_file f;
@@ -878,7 +902,8 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		r.uid = SCAN_AHEAD_DIR_QUEUE;
 		r.beside_one = true;
 	}
-	if (p->req && inode_writers(p->inode) != 0) {
+	if (p->req && inode_writers(p->inode) != 0 &&
+	    !truncates_page_cache(p->fs, p->fi.flags)) {
 		r.prepare = flush_writer_pages;
 		r.prepare_ctx = fs;
 		r.prepare_key = inode_nodeid(fs, p->inode);
@@ -939,7 +964,8 @@ enum unscanned {
 };
 
 static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
-				       int fd, const struct stat *st)
+				       struct inode *inode, int fd,
+				       const struct stat *st, int flags)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char buf[PATH_MAX];
@@ -948,7 +974,8 @@ static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
 	size_t ngroups = 0;
 	enum policy_decision d;
 
-	if (st->st_size == 0) {
+	/* empty on the backend, not necessarily in the page cache */
+	if (st->st_size == 0 && !unwritten_data_possible(fs, inode, flags)) {
 		stats_inc(&fs->stats, STAT_EMPTY);
 		debug_open(fs, fd, "allowed-empty", ctx->pid, ctx->uid, NULL);
 		return UNSCANNED_ALLOW;
@@ -1030,7 +1057,7 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		return;
 	}
 	stats_inc(&fs->stats, STAT_OPENS_CHECKED);
-	switch (decide_unscanned(req, fs, fd, &st.st)) {
+	switch (decide_unscanned(req, fs, inode, fd, &st.st, fi->flags)) {
 	case UNSCANNED_ALLOW:
 		reply_allowed(req, fs, inode, fd, fi, &st, created);
 		return;

@@ -7,8 +7,44 @@
 #include <errno.h>
 #include <sys/statvfs.h>
 
+#include "log.h"
 #include "ops.h"
 #include "passthrough.h"
+
+/*
+ * The kernel's write-back cache batches small writes where passthrough
+ * cannot carry them (Linux < 6.9, libfuse < 3.17). Written data then sits
+ * in the kernel until written back, unseen by the backend and a scanner:
+ * the gate has it written back before it scans for another open
+ * (open.c), and every writer's close writes it back before its release.
+ * With passthrough, writes reach the backend at once anyway.
+ */
+static void writeback_negotiate(struct clamfs_fs *fs,
+				struct fuse_conn_info *conn)
+{
+	const char *why = NULL;
+
+	fs->writeback = false;
+	if (!fs->writeback_wanted)
+		goto out;
+	if (fs->passthrough)
+		why = "passthrough writes to the backend directly";
+	else if (!fs->default_permissions)
+		why = "no_default_permissions: the daemon would set file times "
+		      "the kernel did not check";
+	else if (!(conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		why = "the kernel does not offer it";
+	else {
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+		fs->writeback = true;
+	}
+	if (why)
+		log_info("writeback_cache off (%s)", why);
+	else
+		log_info("writeback_cache on");
+out:
+	stats_set_writeback_cache(&fs->stats, fs->writeback);
+}
 
 void op_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -39,11 +75,10 @@ void op_init(void *userdata, struct fuse_conn_info *conn)
 		want |= FUSE_CAP_POSIX_ACL;
 	conn->want |= want & conn->capable;
 	/*
-	 * Writeback caching would keep written data in the kernel, unseen by
-	 * the backend and a scanner, while another open reads the stale
-	 * backend copy. KILLPRIV (v1) stays with the kernel, which clears
-	 * setuid bits on write with the writer's rights, not the daemon's;
-	 * v2 only where passthrough makes the backend do it (passthrough.c).
+	 * Write-back caching only where asked for (writeback_negotiate).
+	 * KILLPRIV (v1) stays with the kernel, which clears setuid bits on
+	 * write with the writer's rights, not the daemon's; v2 only where
+	 * passthrough makes the backend do it (passthrough.c).
 	 */
 	conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV);
 	/*
@@ -53,6 +88,7 @@ void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_SPLICE_READ;
 	conn->time_gran = 1;
 	passthrough_negotiate(fs, conn);
+	writeback_negotiate(fs, conn);
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t ino)

@@ -245,6 +245,26 @@ static int setattr_apply(struct clamfs_fs *fs, struct inode *inode,
 }
 
 /*
+ * Under the write-back cache the kernel keeps a file's mtime and ctime
+ * itself and sends them as explicit times, marked by FUSE_SET_ATTR_CTIME:
+ * at the close of a writer (any writer, or the next reader to close),
+ * and for every time change it has allowed, a writer's "touch" too.
+ * Explicit times need the owner's rights, which a writer or reader of
+ * another user's file lacks, so the daemon sets them itself; the kernel
+ * checked the caller (writeback_cache needs default_permissions). The
+ * time bits of to_set to set so, or 0.
+ */
+static int kernel_kept_times(struct clamfs_fs *fs, int to_set)
+{
+	const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+			  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW;
+
+	if (!fs->writeback || !(to_set & FUSE_SET_ATTR_CTIME))
+		return 0;
+	return to_set & times;
+}
+
+/*
  * Without HANDLE_KILLPRIV the kernel clears setuid/setgid bits after a
  * write by sending a chmod as the writer, who may not own the file: a
  * chmod that only drops those bits, by a caller allowed to write, is what
@@ -279,8 +299,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 {
 	struct inode *inode = req_inode(req, ino);
 	struct req_identity id;
+	int ret, kernel_times;
 	struct stat st;
-	int ret;
 
 	if (!inode) {
 		fuse_reply_err(req, ESTALE);
@@ -288,11 +308,16 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	}
 	if (kill_suid_for_writer(req, inode, attr, to_set) == 1)
 		to_set &= ~FUSE_SET_ATTR_MODE;
+	kernel_times = kernel_kept_times(req_fs(req), to_set);
 	ret = req_identity_enter(req, &id);
 	if (ret)
 		goto out;
-	ret = setattr_apply(req_fs(req), inode, attr, to_set, fi);
+	ret = setattr_apply(req_fs(req), inode, attr, to_set & ~kernel_times,
+			    fi);
 	req_identity_leave(&id);
+	if (ret == 0 && kernel_times &&
+	    setattr_times(inode, attr, kernel_times) == -1)
+		ret = -errno;
 	if (ret)
 		goto out;
 	if (fstatat(inode_fd(inode), "", &st,

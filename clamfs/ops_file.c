@@ -39,6 +39,48 @@ static int open_flags_drop(struct inode *inode)
 	       (inode_type(inode) == S_IFREG ? O_NONBLOCK : 0);
 }
 
+/*
+ * With the write-back cache the kernel reads pages in to complete partial
+ * writes, through any writer's handle, and keeps the file offset of
+ * appends itself (from its own size): the backend file is opened
+ * read-write and without O_APPEND. A writer who may not read gets its
+ * own flags and direct I/O instead (fallback_open), which bypasses the
+ * page cache for that handle.
+ */
+static int writeback_flags(struct clamfs_fs *fs, bool regular, int flags)
+{
+	if (!fs->writeback || !regular)
+		return flags;
+	flags &= ~O_APPEND;
+	if ((flags & O_ACCMODE) == O_WRONLY)
+		flags = (flags & ~O_ACCMODE) | O_RDWR;
+	return flags;
+}
+
+static bool widened(int wide, int flags)
+{
+	return (wide & O_ACCMODE) != (flags & O_ACCMODE);
+}
+
+/*
+ * Opens path with the flags asked for, widened for the write-back cache
+ * where the caller may; -errno on failure.
+ */
+static int open_backend_file(struct clamfs_fs *fs, struct inode *inode,
+			     const char *path, int flags,
+			     struct fuse_file_info *fi)
+{
+	int wide = writeback_flags(fs, inode_type(inode) == S_IFREG, flags);
+	int fd = open(path, wide);
+
+	if (fd == -1 && errno == EACCES && widened(wide, flags)) {
+		fd = open(path, flags & ~O_APPEND);
+		if (fd != -1)
+			fi->direct_io = 1;
+	}
+	return fd == -1 ? -errno : fd;
+}
+
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct inode *inode = req_inode(req, ino);
@@ -52,8 +94,10 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	proc_fd_path(path, inode_fd(inode));
-	fd = open(path, (fi->flags & ~open_flags_drop(inode)) | O_CLOEXEC);
-	ret = fd == -1 ? -errno : 0;
+	fd = open_backend_file(
+		req_fs(req), inode, path,
+		(fi->flags & ~open_flags_drop(inode)) | O_CLOEXEC, fi);
+	ret = fd < 0 ? fd : 0;
 	req_identity_leave(&id);
 	/*
 	 * An execute-only program (mode 0711) is run natively without read
@@ -155,14 +199,22 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	struct inode *dir = req_inode(req, parent);
 	struct fuse_entry_param e;
 	struct req_identity id;
-	int fd, ret;
+	int fd, ret, wide;
 
 	ret = dir ? req_identity_enter_umask(req, &id) : -ESTALE;
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	fd = create_open(inode_fd(dir), name, fi->flags, mode);
+	wide = writeback_flags(fs, true, fi->flags);
+	fd = create_open(inode_fd(dir), name, wide, mode);
+	/* an existing file the caller may write but not read */
+	if (fd == -EACCES && widened(wide, fi->flags)) {
+		fd = create_open(inode_fd(dir), name, fi->flags & ~O_APPEND,
+				 mode);
+		if (fd >= 0)
+			fi->direct_io = 1;
+	}
 	ret = fd < 0 ? fd : fs_entry_from_fd(fs, fd, &e);
 	req_identity_leave(&id);
 	if (ret) {

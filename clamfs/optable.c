@@ -93,6 +93,16 @@ const struct opt_row optable[] = {
 		 "libfuse have it",
 	 .reload = RELOAD_REMOUNT},
 	/*
+	 * Off by default: the kernel then trusts its own sizes and times of
+	 * regular files, so a backend also written around the mount would
+	 * show stale ones (clamfs.8).
+	 */
+	{.name = "writeback_cache", .section = "fuse", .type = OPT_FLAG,
+	 .offset = FIELD(writeback_cache), .def = "no",
+	 .help = "kernel write-back cache where passthrough is off (only "
+		 "for backends nobody writes around the mount)",
+	 .reload = RELOAD_REMOUNT},
+	/*
 	 * The backend may also change behind the mount (Samba, NFS, local
 	 * users): a second of attribute caching bounds how long a stale size
 	 * or mtime can be seen, and negative entries are off by default.

@@ -33,6 +33,7 @@ struct clamfs_opts {
 	bool clone_fd;
 	bool default_permissions; /* on unless no_default_permissions */
 	bool passthrough;	  /* passthrough=auto (default) or off */
+	bool writeback_cache;	  /* the kernel's write-back cache, opt-in */
 	unsigned int threads;	  /* cap on FUSE worker threads */
 	double attr_timeout;
 	double entry_timeout;

@@ -140,6 +140,10 @@ static const struct prom_row table[] = {
 	     "state"),
 	INFO("passthrough_reason", "clamfs_passthrough_info", H_PASSTHROUGH,
 	     "reason"),
+	INFO("writeback_cache", "clamfs_writeback_cache_info",
+	     "Whether the kernel's write-back cache is on (writeback_cache=yes "
+	     "and no passthrough).",
+	     "state"),
 	/* stats.c: the scan duration histogram, cumulative */
 	{.key = "scan_duration_le_*",
 	 .family = "clamfs_scan_duration_seconds",

@@ -52,6 +52,11 @@ void stats_error(struct stats *s, enum cdp_errcat cat)
 					  memory_order_relaxed);
 }
 
+void stats_set_writeback_cache(struct stats *s, bool on)
+{
+	atomic_store(&s->writeback_cache, on);
+}
+
 void stats_set_passthrough(struct stats *s,
 			   const struct stats_passthrough *state)
 {
@@ -202,6 +207,12 @@ static size_t render_passthrough(const struct stats_passthrough *p, char *buf,
 		   p->text, p->on ? "on" : "off", p->reason);
 }
 
+static size_t render_writeback_cache(bool on, char *buf, size_t len,
+				     size_t used)
+{
+	return put(buf, len, used, "writeback_cache=%s\n", on ? "on" : "off");
+}
+
 static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
 			    size_t used)
 {
@@ -261,6 +272,8 @@ size_t stats_render(struct stats *s, const struct stats_sample *x, char *buf,
 			   cdp_errcat_name(cat),
 			   (unsigned long long)atomic_load(&s->errors[cat]));
 	used = render_passthrough(atomic_load(&s->passthrough), buf, len, used);
+	used = render_writeback_cache(atomic_load(&s->writeback_cache), buf,
+				      len, used);
 	scan_snapshot(s, cum);
 	for (int i = 0; i < STATS_SCAN_BUCKETS; i++) {
 		seconds(le, sizeof(le), scan_bounds_us[i]);

@@ -71,6 +71,7 @@ struct stats {
 	atomic_uint_fast64_t scan_sum_us;
 	atomic_uint_fast64_t errors[CDP_ERR_LOCAL + 1]; /* by category */
 	const struct stats_passthrough *_Atomic passthrough;
+	atomic_bool writeback_cache; /* negotiated at INIT */
 };
 
 static inline void stats_inc(struct stats *s, enum stat_counter c)
@@ -88,6 +89,9 @@ void stats_error(struct stats *s, enum cdp_errcat cat);
 /* Whether opens use kernel passthrough; state must be static. */
 void stats_set_passthrough(struct stats *s,
 			   const struct stats_passthrough *state);
+
+/* Whether the kernel's write-back cache is on (writeback_cache=yes). */
+void stats_set_writeback_cache(struct stats *s, bool on);
 
 /* One scan clamd was asked to do took usec microseconds. */
 void stats_observe_scan(struct stats *s, uint64_t usec);

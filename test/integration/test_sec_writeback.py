@@ -1,0 +1,326 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# writeback_cache=yes: the kernel keeps what writers write in its page
+# cache and writes it back later, in big pieces. Those bytes are in no
+# backend file a scanner can read, yet another opener of the file would
+# read them from the shared page cache. The attacker here is a user
+# writing through the mount and holding the file open, the victim another
+# user opening it: the victim's open must be decided on what it will read.
+# The mounts have no passthrough: with it the option stays off.
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from clamfstest.env import SLOW
+from clamfstest.wait import wait_for
+from fsutil import GID_A, GID_B, UID_A, UID_B, run_as, setpriv_prefix, share_of
+from scanutil import (MARKER, MARKER_SIG, delta, detections,
+                      ensure_marker_signature, mount_scan, stats)
+
+WB = ("writeback_cache=yes", "passthrough=off")
+
+# The attacker: opens the file as told (through the mount), writes what it
+# is told at the offset it is told, one command a line, and keeps the file
+# open (and, with "map", a shared writable mapping of it) until "exit".
+WRITER = textwrap.dedent("""
+    import mmap, os, sys
+    path, how = sys.argv[1], sys.argv[2]
+    flags = {"create": os.O_WRONLY | os.O_CREAT,
+             "write": os.O_WRONLY, "map": os.O_RDWR}[how]
+    fd = os.open(path, flags, 0o644)
+    mp = None
+    if how == "map":
+        mp = mmap.mmap(fd, os.fstat(fd).st_size, mmap.MAP_SHARED,
+                       mmap.PROT_READ | mmap.PROT_WRITE)
+    print("open", flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd[0] == "exit":
+            break
+        off, data = int(cmd[0]), bytes.fromhex(cmd[1])
+        if mp is not None:
+            mp[off:off + len(data)] = data  # a store, no write(), no msync()
+        else:
+            os.pwrite(fd, data, off)
+        print("done", flush=True)
+    if mp is not None:
+        mp.close()
+    os.close(fd)
+""")
+
+VICTIM_READ = """
+    try:
+        with open(P("share/x"), "rb") as f:
+            emit({"ok": f.read().hex()})
+    except OSError as e:
+        emit({"err": e.errno})
+"""
+
+
+class Writer:
+    """A process of UID_A holding the file open for writing."""
+
+    def __init__(self, path, how):
+        self.p = subprocess.Popen(
+            setpriv_prefix(UID_A, GID_A) + [sys.executable, "-c", WRITER,
+                                             path, how],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline().strip() == "open"
+
+    def write(self, off, data):
+        self.p.stdin.write(f"{off} {data.hex()}\n")
+        self.p.stdin.flush()
+        assert self.p.stdout.readline().strip() == "done"
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.write("exit\n")
+            self.p.stdin.flush()
+        assert self.p.wait(timeout=10 * SLOW) == 0
+
+
+@pytest.fixture
+def share(mount_clamfs):
+    """A backend with a directory the attacker (UID_A) may write."""
+    return share_of(mount_clamfs.tempdir("clamfs-wb"))
+
+
+def writeback_mount(mount_clamfs, clamd, share, *opts):
+    m = mount_scan(mount_clamfs, clamd, *WB, *opts, backend=share)
+    assert stats(m.mnt)["writeback_cache"] == "on"
+    return m
+
+
+def pieces(data, size):
+    return [(off, data[off:off + size]) for off in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("writeback", [True, False])
+def test_small_writes_reach_the_daemon_batched(mount_clamfs, clamd, share,
+                                                writeback):
+    """What the option is for: 4 KiB writes arrive as a few big ones, and
+    the file reads back as written, through the mount and on the
+    backend. Without the option every write is a request."""
+    opts = WB if writeback else ("passthrough=off",)
+    m = mount_scan(mount_clamfs, clamd, *opts, backend=share)
+    assert stats(m.mnt)["writeback_cache"] == ("on" if writeback else "off")
+    data = os.urandom(1 << 20)
+    s0 = stats(m.mnt)
+    fd = os.open(m.m("share", "big"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for off, piece in pieces(data, 4096):
+            assert os.write(fd, piece) == len(piece)
+    finally:
+        os.close(fd)
+    writes = delta(s0, stats(m.mnt), "daemon_writes")["daemon_writes"]
+    if writeback:
+        assert writes <= 64, f"{writes} write requests for 256 writes"
+    else:
+        assert writes >= 256
+    with open(m.b("share", "big"), "rb") as f:
+        assert f.read() == data, "the backend lacks what was written"
+    with open(m.m("share", "big"), "rb") as f:
+        assert f.read() == data
+
+
+def test_passthrough_keeps_writeback_off(mount_clamfs, clamd, share):
+    """Where passthrough is on, writes reach the backend at once: the
+    option is then left off (and says so), never both."""
+    m = mount_scan(mount_clamfs, clamd, "writeback_cache=yes", backend=share)
+    s = stats(m.mnt)
+    want = "off" if s["passthrough_state"] == "on" else "on"
+    assert s["writeback_cache"] == want
+    if want == "off":
+        assert "writeback_cache off (passthrough" in m.stderr_text()
+
+
+def test_unwritten_bytes_of_a_new_file_are_scanned(mount_clamfs, clamd, share):
+    """The reproduction: a new file, EICAR written in pieces and kept
+    open. On the backend the file is still empty, which alone would let
+    an open through unscanned (an empty file needs no scan), while the
+    page cache the victim reads from holds EICAR."""
+    m = writeback_mount(mount_clamfs, clamd, share)
+    w = Writer(m.m("share", "x"), "create")
+    try:
+        for off, piece in pieces(clamd.eicar, 17):
+            w.write(off, piece)
+        assert os.stat(m.b("share", "x")).st_size == 0, \
+            "written back already: the test proves nothing here"
+        r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
+        assert r.get("ok") != clamd.eicar.hex(), "unscanned bytes served"
+        assert r == {"err": 13}
+    finally:
+        w.close()
+    assert [d["signature"] for d in detections(m)] == \
+        ["Eicar-Test.UNOFFICIAL"]
+
+
+@pytest.mark.parametrize("how", ["write", "map"])
+def test_unwritten_bytes_of_a_clean_file_are_scanned(mount_clamfs, clamd,
+                                                      share, how):
+    """A 64 KiB file scanned clean (its verdict cached), then a marker the
+    scanner detects written into its middle in 4 KiB pieces (or stored
+    through a shared mapping) by a writer who keeps it open: the backend
+    file is as it was, so only a scan after a write-back can see it."""
+    ensure_marker_signature(clamd)
+    m = writeback_mount(mount_clamfs, clamd, share)
+    x = m.b("share", "x")
+    clean = b"c" * 65536
+    with open(x, "wb") as f:
+        f.write(clean)
+    os.chown(x, UID_A, GID_A)
+    assert run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt) == \
+        {"ok": clean.hex()}
+    before = os.stat(x)
+    dirty = bytearray(clean)
+    dirty[30000:30000 + len(MARKER)] = MARKER
+    w = Writer(m.m("share", "x"), how)
+    try:
+        for off, piece in pieces(bytes(dirty), 4096):
+            w.write(off, piece)
+        after = os.stat(x)
+        with open(x, "rb") as f:
+            assert f.read() == clean and after.st_mtime_ns == \
+                before.st_mtime_ns, \
+                "written back already: the test proves nothing here"
+        r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
+        assert r.get("ok") != bytes(dirty).hex(), "unscanned bytes served"
+        assert r == {"err": 13}
+    finally:
+        w.close()
+    assert [d["signature"] for d in detections(m)] == [MARKER_SIG + ".UNOFFICIAL"]
+    with open(x, "rb") as f:
+        assert f.read() == bytes(dirty), "the writer's bytes were lost"
+
+
+def test_truncating_open_beside_a_writer_does_not_hang(mount_clamfs, clamd,
+                                                        share):
+    """An O_TRUNC open makes the kernel hold back write-back of the file
+    until it is answered: a scan that waited for a write-back then would
+    wait for itself. The open must finish, the file be empty, and what
+    the writer writes afterwards be scanned as anything else."""
+    m = writeback_mount(mount_clamfs, clamd, share)
+    w = Writer(m.m("share", "x"), "create")
+    try:
+        w.write(0, b"a" * 8192)
+        code = """
+            fd = os.open(P("share/x"), os.O_RDWR | os.O_TRUNC)
+            emit({"size": os.fstat(fd).st_size, "data": os.read(fd, 99).hex()})
+            os.close(fd)
+        """
+        assert run_as(UID_A, GID_A, [], code, m.mnt, timeout=20) == \
+            {"size": 0, "data": ""}
+        for off, piece in pieces(clamd.eicar, 17):
+            w.write(off, piece)
+        r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
+        assert r == {"err": 13}
+    finally:
+        w.close()
+
+
+def test_a_writer_who_may_not_read(mount_clamfs, clamd, share):
+    """The kernel reads pages in to complete partial writes, which a
+    write-only open of a file the writer may not read cannot do: such a
+    writer still writes, partial pages and appends, by direct I/O."""
+    m = writeback_mount(mount_clamfs, clamd, share)
+    x = m.b("share", "x")
+    with open(x, "wb") as f:
+        f.write(b"0123456789" * 1000)
+    os.chown(x, UID_A, GID_A)
+    os.chmod(x, 0o622)  # others may write, not read
+    code = """
+        fd = os.open(P("share/x"), os.O_WRONLY)
+        os.pwrite(fd, b"abc", 5000)
+        os.close(fd)
+        fd = os.open(P("share/x"), os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"tail")
+        os.close(fd)
+        try:
+            os.open(P("share/x"), os.O_RDONLY)
+            emit({"read": True})
+        except OSError as e:
+            emit({"read": e.errno})
+    """
+    assert run_as(UID_B, GID_B, [], code, m.mnt) == {"read": 13}
+    want = bytearray(b"0123456789" * 1000)
+    want[5000:5003] = b"abc"
+    want += b"tail"
+    with open(x, "rb") as f:
+        assert f.read() == bytes(want)
+    with open(m.m("share", "x"), "rb") as f:
+        assert f.read() == bytes(want)
+
+
+def test_another_users_file_written_and_closed(mount_clamfs, clamd, share):
+    """The kernel keeps the times of what it caches and sends them at the
+    close, as explicit times, which only the owner may set: a writer who
+    is not the owner (a shared, group-writable file), and a reader closing
+    after it, must still close without an error, and the file's mtime
+    must move; a non-owner's touch (which write permission allows) too."""
+    m = writeback_mount(mount_clamfs, clamd, share)
+    x = m.b("share", "x")
+    with open(x, "wb") as f:
+        f.write(b"a" * 10000)
+    os.chown(x, UID_A, GID_A)
+    os.chmod(x, 0o666)
+    os.utime(x, ns=(10**18, 10**18))  # 2001
+    code = """
+        fd = os.open(P("share/x"), os.O_WRONLY)
+        os.pwrite(fd, b"b" * 100, 50)
+        r = {"close": outcome(os.close, fd)}
+        with open(P("share/x"), "rb") as f:
+            r["data"] = f.read(200).hex()
+        r["touch"] = outcome(os.utime, P("share/x"))
+        emit(r)
+    """
+    r = run_as(UID_B, GID_B, [], code, m.mnt)
+    assert r == {"close": ["ok", None],
+                 "data": (b"a" * 50 + b"b" * 100 + b"a" * 50).hex(),
+                 "touch": ["ok", None]}
+    assert os.stat(x).st_mtime_ns > 10**18 + 10**9 * 3600
+    code = """
+        emit(outcome(os.utime, P("share/x"), ns=(1, 1)))
+    """
+    assert run_as(UID_B, GID_B, [], code, m.mnt) == ["err", "EPERM"], \
+        "a non-owner set explicit times"
+
+
+def test_appends_land_at_the_end(mount_clamfs, clamd, share):
+    """O_APPEND goes to the kernel, which knows the size of what is still
+    cached: two appending writers, one after the other, in order."""
+    m = writeback_mount(mount_clamfs, clamd, share)
+    path = m.m("share", "log")
+    for line in (b"first\n", b"second\n"):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    with open(m.b("share", "log"), "rb") as f:
+        assert f.read() == b"first\nsecond\n"
+
+
+def test_a_closed_writer_leaves_nothing_unwritten(mount_clamfs, clamd, share):
+    """Every writer's close writes its pages back before the daemon counts
+    it gone, so the next open may use the verdict cache: the file is on
+    the backend whole, the first reader's scan finds the marker, the
+    second open is answered from the cache."""
+    ensure_marker_signature(clamd)
+    m = writeback_mount(mount_clamfs, clamd, share)
+    data = b"z" * 20000 + MARKER + b"z" * 20000
+    w = Writer(m.m("share", "x"), "create")
+    try:
+        for off, piece in pieces(data, 4096):
+            w.write(off, piece)
+    finally:
+        w.close()
+    with open(m.b("share", "x"), "rb") as f:
+        assert f.read() == data
+    s0 = stats(m.mnt)
+    for _ in range(2):
+        assert run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt) == {"err": 13}
+    d = delta(s0, stats(m.mnt), "scans", "cache_hits")
+    assert d == {"scans": 1, "cache_hits": 1}
+    wait_for(lambda: len(detections(m)) >= 1, 5 * SLOW)
