@@ -493,17 +493,10 @@ def store_section():
     return L
 
 
-def realwork_section():
-    """The newest results of bench/realwork/run on each lane (measured
-    apart from the lanes' page runs), after the template's prose on them;
-    nothing while there are none. Quick runs (--quick) and runs of some
-    steps (their results are quoted in the prose) are not shown."""
-    newest = newest_per_lane(REALWORK_RESULTS, skip="quick", full_only=True)
-    if not newest:
-        return []
-    L = ["## Real work: unpack, search, build, list, remove", ""]
-    L += prose("realwork", results=", ".join(
-        "`%s`" % os.path.relpath(newest[k], TOP) for k in sorted(newest)))
+def titled_lane_results(newest):
+    """Each lane's results file, newest lane name first, as a subsection
+    titled by the file's own "# " line (comments left out)."""
+    L = []
     for lane in sorted(newest, reverse=True):
         with open(newest[lane]) as f:
             body = f.read().splitlines()
@@ -517,6 +510,37 @@ def realwork_section():
         L += ["### %s: %s" % (lane.capitalize().replace("Debian", "Debian "),
                                title), ""] + body + [""]
     return L
+
+
+# bench/writeback/run's results, DATE-LANE.md: the newest of each lane
+WRITEBACK_RESULTS = os.path.join(TOP, "bench", "writeback", "results",
+                                 "*.md")
+
+
+def writeback_section():
+    """The newest results of bench/writeback/run on each lane, after the
+    template's prose; nothing while there are none."""
+    newest = newest_per_lane(WRITEBACK_RESULTS)
+    if not newest:
+        return []
+    L = ["## Small writes without passthrough: the write-back cache", ""]
+    L += prose("writeback", results=", ".join(
+        "`%s`" % os.path.relpath(newest[k], TOP) for k in sorted(newest)))
+    return L + titled_lane_results(newest)
+
+
+def realwork_section():
+    """The newest results of bench/realwork/run on each lane (measured
+    apart from the lanes' page runs), after the template's prose on them;
+    nothing while there are none. Quick runs (--quick) and runs of some
+    steps (their results are quoted in the prose) are not shown."""
+    newest = newest_per_lane(REALWORK_RESULTS, skip="quick", full_only=True)
+    if not newest:
+        return []
+    L = ["## Real work: unpack, search, build, list, remove", ""]
+    L += prose("realwork", results=", ".join(
+        "`%s`" % os.path.relpath(newest[k], TOP) for k in sorted(newest)))
+    return L + titled_lane_results(newest)
 
 
 def render(lanes, img_rel):
@@ -631,6 +655,7 @@ def render(lanes, img_rel):
         L += ["```", ""]
     L += realwork_section()
     L += store_section()
+    L += writeback_section()
     L += fleet_section()
     L += prose("clamfs12") + ["```xml",
           (CLAMFS12_XML % {"socket": "CLAMD_SOCKET", "root": "BACKEND",
