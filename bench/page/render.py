@@ -473,15 +473,20 @@ def newest_per_lane(pattern, skip=None, full_only=False):
     return newest
 
 
+def section_head(title, name, newest):
+    """A results section's title and the template's prose `name` on it,
+    naming the results files shown."""
+    return ["## " + title, ""] + prose(name, results=", ".join(
+        "`%s`" % os.path.relpath(newest[k], TOP) for k in sorted(newest)))
+
+
 def store_section():
     """The newest results of bench/store/run on each lane, after the
     template's prose; nothing while there are none."""
     newest = newest_per_lane(STORE_RESULTS)
     if not newest:
         return []
-    L = ["## Restarts: verdicts kept in the store", ""]
-    L += prose("store", results=", ".join(
-        "`%s`" % os.path.relpath(newest[k], TOP) for k in sorted(newest)))
+    L = section_head("Restarts: verdicts kept in the store", "store", newest)
     for lane in sorted(newest, reverse=True):
         with open(newest[lane]) as f:
             body = [l for l in f.read().splitlines()
@@ -523,10 +528,9 @@ def writeback_section():
     newest = newest_per_lane(WRITEBACK_RESULTS)
     if not newest:
         return []
-    L = ["## Small writes without passthrough: the write-back cache", ""]
-    L += prose("writeback", results=", ".join(
-        "`%s`" % os.path.relpath(newest[k], TOP) for k in sorted(newest)))
-    return L + titled_lane_results(newest)
+    return section_head(
+        "Small writes without passthrough: the write-back cache",
+        "writeback", newest) + titled_lane_results(newest)
 
 
 def realwork_section():
@@ -537,10 +541,8 @@ def realwork_section():
     newest = newest_per_lane(REALWORK_RESULTS, skip="quick", full_only=True)
     if not newest:
         return []
-    L = ["## Real work: unpack, search, build, list, remove", ""]
-    L += prose("realwork", results=", ".join(
-        "`%s`" % os.path.relpath(newest[k], TOP) for k in sorted(newest)))
-    return L + titled_lane_results(newest)
+    return section_head("Real work: unpack, search, build, list, remove",
+                        "realwork", newest) + titled_lane_results(newest)
 
 
 def render(lanes, img_rel):

@@ -394,3 +394,38 @@ class LoopFs:
     def close(self):
         # lazily: a clamfs mount over it may still be going away
         subprocess.run(["umount", "-l", self.path], check=True)
+
+
+# For run_as(): reads share/x under the mount, emits {"ok": hex} or
+# {"err": errno} (the victim of the writers' tests).
+VICTIM_READ = """
+    try:
+        with open(P("share/x"), "rb") as f:
+            emit({"ok": f.read().hex()})
+    except OSError as e:
+        emit({"err": e.errno})
+"""
+
+
+class LineChild:
+    """A Python child running code as uid/gid, driven a line at a time: it
+    prints `ready` once set up, then answers each line it is sent with
+    one line, and ends at "exit"."""
+
+    def __init__(self, uid, gid, code, args, ready):
+        self.p = subprocess.Popen(
+            setpriv_prefix(uid, gid) + [PYTHON, "-c", code] + list(args),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline().strip() == ready
+
+    def ask(self, line, answer):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        assert self.p.stdout.readline().strip() == answer
+
+    def close(self):
+        """Ends the child; its exit status."""
+        if self.p.poll() is None:
+            self.p.stdin.write("exit\n")
+            self.p.stdin.flush()
+        return self.p.wait(timeout=10 * SLOW)

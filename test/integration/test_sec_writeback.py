@@ -7,15 +7,14 @@
 # user opening it: the victim's open must be decided on what it will read.
 # The mounts have no passthrough: with it the option stays off.
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from clamfstest.env import SLOW
 from clamfstest.wait import wait_for
-from fsutil import GID_A, GID_B, UID_A, UID_B, run_as, setpriv_prefix, share_of
+from fsutil import (GID_A, GID_B, UID_A, UID_B, VICTIM_READ, LineChild,
+                    run_as, share_of)
 from scanutil import (MARKER, MARKER_SIG, delta, detections,
                       ensure_marker_signature, mount_scan, stats)
 
@@ -50,35 +49,17 @@ WRITER = textwrap.dedent("""
     os.close(fd)
 """)
 
-VICTIM_READ = """
-    try:
-        with open(P("share/x"), "rb") as f:
-            emit({"ok": f.read().hex()})
-    except OSError as e:
-        emit({"err": e.errno})
-"""
-
-
-class Writer:
+class Writer(LineChild):
     """A process of UID_A holding the file open for writing."""
 
     def __init__(self, path, how):
-        self.p = subprocess.Popen(
-            setpriv_prefix(UID_A, GID_A) + [sys.executable, "-c", WRITER,
-                                             path, how],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.p.stdout.readline().strip() == "open"
+        super().__init__(UID_A, GID_A, WRITER, [path, how], "open")
 
     def write(self, off, data):
-        self.p.stdin.write(f"{off} {data.hex()}\n")
-        self.p.stdin.flush()
-        assert self.p.stdout.readline().strip() == "done"
+        self.ask(f"{off} {data.hex()}", "done")
 
     def close(self):
-        if self.p.poll() is None:
-            self.p.stdin.write("exit\n")
-            self.p.stdin.flush()
-        assert self.p.wait(timeout=10 * SLOW) == 0
+        assert super().close() == 0
 
 
 @pytest.fixture

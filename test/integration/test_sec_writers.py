@@ -14,8 +14,8 @@ import time
 import pytest
 
 from clamfstest.env import SLOW
-from fsutil import (GID_A, GID_B, UID_A, UID_B, run_as, setpriv_prefix,
-                    share_of)
+from fsutil import (GID_A, GID_B, UID_A, UID_B, VICTIM_READ, LineChild,
+                    run_as, setpriv_prefix, share_of)
 from scanutil import delta, detections, mount_scan, stats
 
 SIZE = 68  # as long as the EICAR test file
@@ -39,34 +39,14 @@ MAPPER = textwrap.dedent("""
     mp.close()
 """ % (SIZE, SIZE))
 
-VICTIM_READ = """
-    try:
-        with open(P("share/x"), "rb") as f:
-            emit({"ok": f.read().hex()})
-    except OSError as e:
-        emit({"err": e.errno})
-"""
-
-
-class Mapper:
+class Mapper(LineChild):
     """A process of UID_A holding a writable shared mapping of a file."""
 
     def __init__(self, path):
-        self.p = subprocess.Popen(
-            setpriv_prefix(UID_A, GID_A) + [sys.executable, "-c", MAPPER, path],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.p.stdout.readline().strip() == "mapped"
+        super().__init__(UID_A, GID_A, MAPPER, [path], "mapped")
 
     def store(self, data):
-        self.p.stdin.write(data.hex() + "\n")
-        self.p.stdin.flush()
-        assert self.p.stdout.readline().strip() == "stored"
-
-    def close(self):
-        if self.p.poll() is None:
-            self.p.stdin.write("exit\n")
-            self.p.stdin.flush()
-        self.p.wait(timeout=10 * SLOW)
+        self.ask(data.hex(), "stored")
 
 
 @pytest.fixture
