@@ -97,11 +97,11 @@ static bool stamp_quiet(struct inode *inode, int fd, const struct stat *st)
 }
 
 /* The scan queue all close scans wait in (no user has this uid). */
-#define CLOSE_SCAN_QUEUE ((uid_t)-2)
+#define CLOSE_SCAN_QUEUE ((uid_t)(-2))
 /* The background queue of scans ahead of a reader (nor this one). */
-#define SCAN_AHEAD_QUEUE ((uid_t)-3)
+#define SCAN_AHEAD_QUEUE ((uid_t)(-3))
 /* ... and the one of directories read ahead (ahead.h), nor this one. */
-#define SCAN_AHEAD_DIR_QUEUE ((uid_t)-4)
+#define SCAN_AHEAD_DIR_QUEUE ((uid_t)(-4))
 /*
  * Scanned ahead: files up to this size (a bigger one's scan would hold
  * a general scanner thread long), on filesystems whose racy window is

@@ -1561,7 +1561,7 @@ static int64_t real_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-#define BG_UID ((uid_t)-3)
+#define BG_UID ((uid_t)(-3))
 
 static int submit_bg(struct scanq *q, ino_t ino, off_t size, int64_t not_before,
 		     bool (*confirm)(void *, int, const struct vcache_file *),
