@@ -21,7 +21,6 @@ import errno
 import os
 import signal
 import struct
-import subprocess
 import threading
 import time
 

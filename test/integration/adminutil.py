@@ -22,8 +22,6 @@ import subprocess
 import threading
 import time
 
-import pytest
-
 from clamfstest.env import SLOW, clamfs_bin
 from clamfstest.env import sanitizer_env as asan_env
 from clamfstest.mount import Mount, MountFactory, launch, wait_mounted
@@ -31,7 +29,7 @@ from clamfstest.mountinfo import mounted
 from clamfstest.procs import pids_of
 from clamfstest.wait import wait_for
 
-__all__ = ["admin", "Admin", "ini", "run_fail", "clamfs_pids",
+__all__ = ["Admin", "ini", "run_fail", "clamfs_pids",
            "NotifyListener", "wait_log", "mounted", "asan_env"]
 
 
@@ -137,15 +135,6 @@ class Admin(MountFactory):
 
     def wait_mounted(self, m, timeout=10):
         return wait_mounted(m, timeout)
-
-
-@pytest.fixture
-def admin():
-    a = Admin()
-    yield a
-    problems = a.finish()
-    if problems:
-        pytest.fail("clamfs teardown:\n" + "\n".join(problems), pytrace=False)
 
 
 class NotifyListener:

@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__),
 from clamfstest.clamd import Clamd, eicar_bytes as _eicar_bytes  # noqa: E402
 from clamfstest.env import cannot_mount  # noqa: E402
 from clamfstest.mount import MountFactory  # noqa: E402
+from adminutil import Admin  # noqa: E402
 
 # ctest's SKIP_RETURN_CODE for this directory (CMakeLists.txt).
 EXIT_SKIPPED = 77
@@ -139,3 +140,14 @@ def session_clamd_opts(clamd, monkeypatch):
     cur = os.environ.get("CLAMFS_TEST_OPTS", "")
     monkeypatch.setenv("CLAMFS_TEST_OPTS",
                        ",".join(o for o in ("clamd=" + clamd.socket, cur) if o))
+
+
+@pytest.fixture
+def admin():
+    """adminutil.Admin: daemons started as an administrator would, each
+    checked and ended at teardown."""
+    a = Admin()
+    yield a
+    problems = a.finish()
+    if problems:
+        pytest.fail("clamfs teardown:\n" + "\n".join(problems), pytrace=False)

@@ -13,7 +13,7 @@ import subprocess
 import threading
 
 from clamfstest.mountinfo import mounted
-from adminutil import admin, ini, run_fail  # noqa: F401
+from adminutil import ini, run_fail
 from clamfstest.env import SLOW, clamfs_bin
 
 

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from clamfstest.mountinfo import mounted
-from adminutil import admin, clamfs_pids, ini, run_fail  # noqa: F401
+from adminutil import clamfs_pids, ini, run_fail
 from clamfstest.env import SLOW, clamfs_bin
 from scanutil import put, stats, try_read, wait_detections
 

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from clamfstest.mountinfo import mounted, mounts_at
-from adminutil import admin, ini, run_fail, wait_log  # noqa: F401
+from adminutil import ini, run_fail, wait_log
 from clamfstest.env import SANITIZE, SLOW, clamfs_bin
 from scanutil import put, stats, try_read
 

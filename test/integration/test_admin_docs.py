@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from clamfstest.mountinfo import mounted
-from adminutil import admin  # noqa: F401
+
 from clamfstest.env import SLOW, clamfs_bin
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

@@ -23,7 +23,7 @@ import json
 import os
 import subprocess
 
-from adminutil import admin, asan_env, clamfs_pids, ini  # noqa: F401
+from adminutil import asan_env, clamfs_pids, ini
 from clamfstest.env import PYTHON, SANITIZE, SLOW, clamfs_bin
 from clamfstest.mountinfo import UNSHARE_MOUNT
 from scanutil import put

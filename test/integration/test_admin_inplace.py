@@ -8,7 +8,7 @@
 import os
 import subprocess
 
-from adminutil import admin, wait_log  # noqa: F401
+from adminutil import wait_log
 from clamfstest.env import PYTHON
 from scanutil import put, try_read
 

@@ -18,8 +18,7 @@ import struct
 import subprocess
 import time
 
-from clamfstest.mountinfo import mounted
-from adminutil import admin, wait_log  # noqa: F401
+from adminutil import wait_log
 from clamfstest.env import SLOW, clamfs_bin
 from clamfstest.mount import Mount
 from scanutil import put, try_read

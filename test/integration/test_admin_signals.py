@@ -12,7 +12,7 @@ import signal
 import time
 
 from clamfstest.mountinfo import mounted
-from adminutil import admin, ini, wait_log  # noqa: F401
+from adminutil import ini, wait_log
 from clamfstest.env import SLOW
 from scanutil import (delta, detections, mount_scan, put, stats, try_read,
                       wait_detections)

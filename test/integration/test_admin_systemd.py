@@ -23,7 +23,7 @@ import time
 import pytest
 
 from clamfstest.mountinfo import mounted
-from adminutil import NotifyListener, admin, wait_log  # noqa: F401
+from adminutil import NotifyListener, wait_log
 from clamfstest.env import SLOW, clamfs_bin
 from scanutil import put, scan_failures, try_read
 

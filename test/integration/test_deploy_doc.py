@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from adminutil import admin  # noqa: F401
+
 from clamfstest.env import SLOW, build_dir, clamfs_bin
 from scanutil import put, try_read
 

@@ -27,7 +27,7 @@ import subprocess
 
 import pytest
 
-from adminutil import admin  # noqa: F401
+
 from clamfstest.clamd import free_tcp_port
 from clamfstest.env import PYTHON, SLOW
 from clamfstest.wait import wait_for

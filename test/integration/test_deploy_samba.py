@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from adminutil import admin, asan_env  # noqa: F401
+from adminutil import asan_env
 from clamfstest.clamd import free_tcp_port
 from clamfstest.mountinfo import UNSHARE_MOUNT
 from clamfstest.env import (PYTHON, SANITIZE, SLOW, clamfs_bin,

@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from adminutil import admin  # noqa: F401
+
 from clamfstest.env import SANITIZE, SLOW, clamfs_bin, SANITIZER_MARKERS
 from clamfstest.mountinfo import UNSHARE_MOUNT
 from test_admin_systemd import configured_unit

@@ -9,12 +9,11 @@ import mmap
 import os
 import random
 import subprocess
-import sys
 
 import pytest
 
 from clamfstest.env import PYTHON, SLOW
-from fsutil import lstat_dict, outcome, run_py
+from fsutil import lstat_dict, outcome
 
 # Mirror tests run with scanning on, against the private clamd.
 pytestmark = pytest.mark.usefixtures("session_clamd_opts")

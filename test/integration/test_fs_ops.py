@@ -2,7 +2,6 @@
 # Every filesystem operation, done once directly in the backend and once
 # through the mount (as root): same return values, same errno, same
 # resulting tree, and the mount shows exactly the backend's stat fields.
-import errno
 import fcntl
 import mmap
 import os
@@ -19,9 +18,8 @@ from clamfstest.env import SLOW
 from clamfstest.wait import past_the_fd_cap
 from fsutil import (Approx, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
                     RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT,
-                    errname, fallocate, getxattr_buf, getxattr_size,
-                    listxattr_buf, listxattr_size, lstat_dict, outcome,
-                    renameat2, run_py, utimensat)
+                    fallocate, getxattr_buf, getxattr_size, listxattr_buf,
+                    listxattr_size, lstat_dict, outcome, renameat2, utimensat)
 
 # Mirror tests run with scanning on, against the private clamd.
 pytestmark = pytest.mark.usefixtures("session_clamd_opts")

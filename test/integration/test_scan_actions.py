@@ -11,9 +11,8 @@ import time
 
 import pytest
 
-from clamfstest.env import SLOW
-from scanutil import (EICAR_SIG, delta, detections, mount_scan, put, stats,
-                      try_open, try_read, wait_detections, wait_for)
+from scanutil import (EICAR_SIG, delta, mount_scan, put, stats, try_read,
+                      wait_detections, wait_for)
 
 STAMP = r"\d{8}T\d{6}Z"
 

@@ -9,16 +9,15 @@ import mmap
 import os
 import pwd
 import re
-import shutil
 import socket
 import subprocess
 
 import pytest
 
 from clamfstest.clamd import UNPRIVILEGED
-from clamfstest.env import PYTHON, clamfs_bin
+from clamfstest.env import clamfs_bin
 from fsutil import UID_B, GID_B, run_as
-from scanutil import (EICAR_SIG, MARKER, MARKER_SIG, delta, detections,
+from scanutil import (EICAR_SIG, MARKER, MARKER_SIG, delta,
                       ensure_marker_signature, mount_scan, put,
                       run_clamfs_expect_fail, stats, try_open, try_read,
                       wait_detections)

@@ -10,13 +10,12 @@ import os
 import threading
 import time
 
-import pytest
 
 from clamfstest.env import SLOW
 from fakeclamd import FakeClamd
 from fsutil import FALLOC_FL_KEEP_SIZE, fallocate
-from scanutil import (delta, detections, mount_scan, put, stats, try_open,
-                      try_read, wait_detections, wait_for)
+from scanutil import (delta, mount_scan, put, stats, try_read, wait_detections,
+                      wait_for)
 
 CLEAN = b"clean content, nothing to see\n"
 

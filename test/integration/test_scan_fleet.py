@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 
-from adminutil import admin, ini, wait_log  # noqa: F401 (a fixture)
+from adminutil import ini, wait_log
 from clamfstest.env import SLOW
 from promutil import (parse_exposition, promtool, promtool_check,
                       run_stats)
@@ -51,7 +51,6 @@ def test_kill_one_of_three_mid_run(mount_clamfs, clamd_factory):
     assert wait_for(lambda: all(c.scan_count() > b + 20
                                 for c, b in zip(cs, before)), 30 * SLOW)
     cs[1].kill()
-    at_kill = [c.scan_count() for c in cs]
     t.join()
     assert result["f"] == []  # not one open failed
     assert "ejected" in m.stderr_text()

@@ -9,7 +9,6 @@
 # process is torn down, and HAProxy hands it connections before a check
 # can mark it down: clamfs' retry, which goes back to the same address,
 # must not land in that moment (scanq.c waits briefly before it).
-import os
 import time
 
 import pytest

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 from scanutil import mount_scan, put, stats, try_read, wait_for
 

@@ -5,12 +5,10 @@
 # a file over StreamMaxLength (1M in the fixture) is never reported clean.
 import os
 
-import pytest
 
 from fsutil import GID_A, GID_B, GID_OTHER, UID_A, UID_B, run_as
-from scanutil import (MARKER, delta, detections, ensure_marker_signature,
-                      mount_scan, put, scan_failures, stats, try_read,
-                      wait_detections)
+from scanutil import (MARKER, delta, ensure_marker_signature, mount_scan, put,
+                      scan_failures, stats, try_read, wait_detections)
 
 READ_SNIPPET = """
 def rd(p):

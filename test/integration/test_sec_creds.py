@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from clamfstest.env import PYTHON, SLOW, clamfs_bin
+from clamfstest.env import SLOW, clamfs_bin
 from fsutil import GID_A, GID_SHARED, UID_A, run_as, setpriv_prefix
 from clamfstest.mountinfo import fuse_mounts_at
 from scanutil import SlowClamd, mount_scan

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from scanutil import (delta, detections, mount_scan, put, stats, try_read,
-                      wait_detections, write_through)
+from scanutil import (delta, mount_scan, put, stats, try_read, wait_detections,
+                      write_through)
 
 
 def test_include_link_then_unlink_first_name(mount_clamfs, clamd):

@@ -14,7 +14,7 @@ import threading
 import time
 
 from clamfstest.mountinfo import mounted
-from adminutil import admin, ini, run_fail, wait_log  # noqa: F401
+from adminutil import ini, run_fail, wait_log
 from clamfstest.env import PYTHON, SLOW
 from fsutil import GID_A, UID_A, setpriv_prefix
 from scanutil import (SlowClamd, detections, mount_scan, put, stats,

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from adminutil import admin, ini, wait_log  # noqa: F401
+from adminutil import ini, wait_log
 from clamfstest.mountinfo import mounts_at
 from clamfstest.env import PYTHON
 from fsutil import UID_A, GID_A, run_as, setpriv_prefix
