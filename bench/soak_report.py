@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The soak's verdict: gathers what every process logged, judges each error
 against the fault windows, fits the daemon's resources over time, checks
-the invariants and writes report.json, report.md, samples.dat and plot.png
-(gnuplot) into the output directory."""
+the invariants and writes report.json, summary.json (the same, one sample
+in ten, compact: the copy doc/soak keeps), report.md, samples.dat and
+plot.png (gnuplot) into the output directory."""
 import glob
 import json
 import os
@@ -233,11 +234,42 @@ def judge(run):
     }
 
 
+# summary.json keeps one resource sample in this many (one every 10 s):
+# enough to plot and fit again, small enough for git.
+SUMMARY_EVERY = 10
+
+
+def summary(report, every=SUMMARY_EVERY):
+    """The report with its samples thinned (the last one kept), for a copy
+    kept in git (doc/soak): report.json keeps them all."""
+    samples = report["samples"]
+    kept = samples[::every]
+    if samples and kept[-1] is not samples[-1]:
+        kept.append(samples[-1])
+    return dict(report, samples=kept, samples_every=every)
+
+
+def write_summary(report, path):
+    with open(path, "w") as f:
+        json.dump(summary(report), f, sort_keys=True, separators=(",", ":"))
+        f.write("\n")
+
+
 def write(report, out):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(report, f, indent=1, sort_keys=True)
+    write_summary(report, os.path.join(out, "summary.json"))
     dat = os.path.join(out, "samples.dat")
+    write_samples(report, dat)
+    png = os.path.join(out, "plot.png")
+    plot(dat, png, report)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(markdown(report, os.path.exists(png)))
+
+
+def write_samples(report, dat):
+    """The rates and resources over time, as gnuplot reads them."""
     t0 = report["samples"][0]["t"] if report["samples"] else 0
     prev = None
     with open(dat, "w") as f:
@@ -252,10 +284,6 @@ def write(report, out):
                         f"{s['rss_kb'] / 1024:.1f} {s['fds']} "
                         f"{s['threads']}\n")
             prev = s
-    png = os.path.join(out, "plot.png")
-    plot(dat, png, report)
-    with open(os.path.join(out, "report.md"), "w") as f:
-        f.write(markdown(report, os.path.exists(png)))
 
 
 def plot(dat, png, report):
@@ -267,7 +295,7 @@ def plot(dat, png, report):
         f"lc rgb '{'#e0a0a0' if w[0] == 'clamd' else '#a0a0e0'}'\n"
         for w in report["windows"]) if report["samples"] else ""
     script = f"""
-set terminal pngcairo size 1000,1000
+set terminal png size 900,900
 set output '{png}'
 set multiplot layout 4,1 title 'clamfs soak ({report['mode']}, \
 {report['duration_s']:.0f} s): red lines clamd outages, blue ENOSPC'
@@ -329,3 +357,21 @@ def markdown(r, have_png):
     if have_png:
         L += ["", "![opens/s, scans/s, RSS, fds over time](plot.png)"]
     return "\n".join(L) + "\n"
+
+
+def replot(summary_json, png):
+    """The plot again from a kept summary (doc/soak/*.json)."""
+    import tempfile
+    with open(summary_json) as f:
+        report = json.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        dat = os.path.join(tmp, "samples.dat")
+        write_samples(report, dat)
+        plot(dat, png, report)
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) != 4 or sys.argv[1] != "--replot":
+        sys.exit("usage: bench/soak_report.py --replot SUMMARY.json PNG")
+    replot(sys.argv[2], sys.argv[3])

@@ -28,6 +28,15 @@ def run_soak(tmp_path, *args, timeout=280):
     report_path = out / "report.json"
     assert report_path.exists(), f"no report:\n{r.stdout}\n{r.stderr}"
     report = json.loads(report_path.read_text())
+    # the copy doc/soak keeps: the same report, one sample in ten
+    summary = json.loads((out / "summary.json").read_text())
+    rest = {k: v for k, v in summary.items()
+            if k not in ("samples", "samples_every")}
+    assert rest == {k: v for k, v in report.items() if k != "samples"}
+    assert summary["samples_every"] == 10
+    full, kept = report["samples"], summary["samples"]
+    assert kept[:1] == full[:1] and kept[-1:] == full[-1:]
+    assert len(kept) <= len(full) // 10 + 2
     return r, report
 
 
