@@ -8,6 +8,7 @@
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include <time.h>
@@ -40,6 +41,13 @@ struct clamfs_fs {
 	 * cache until written back (open.c flushes it before a scan).
 	 */
 	bool writeback;
+	/*
+	 * Scanner threads waiting for the kernel to write pages back, which
+	 * takes a FUSE worker: main.c serves requests after the loop until
+	 * none does, and none starts once the loop is over (open.c).
+	 */
+	atomic_int writebacks_waited;
+	atomic_bool loop_over;
 
 	/* the scan gate (open.c) */
 	const char *backend_path; /* realpath, as the administrator named it */

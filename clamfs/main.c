@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "creds.h"
 #include "ctl.h"
+#include "drain.h"
 #include "evict.h"
 #include "exitcode.h"
 #include "fdlimit.h"
@@ -372,7 +373,7 @@ int main(int argc, char *argv[])
 	size_t inode_budget;
 	char *backend = NULL, *mnt = NULL, *fd_root = NULL;
 	char err[512], clamd[1024], dead[PATH_MAX];
-	unsigned long long moved_id = 0, dead_id = 0;
+	unsigned long long moved_id = 0, dead_id = 0, mnt_id = 0;
 	struct stat root_st;
 	int root_fd, creds_err, ret = 1;
 
@@ -473,6 +474,9 @@ int main(int argc, char *argv[])
 		ret = EXIT_MOUNT;
 		goto out_signals;
 	}
+	/* to tell, at stop, whether mnt is still this mount */
+	if (mountpoint_top_id(MOUNTINFO_SELF, mnt, &mnt_id) != 1)
+		mnt_id = 0;
 	log_init(!opts.foreground,
 		 opts.debug ? LOG_LEVEL_DEBUG : (enum log_level)opts.log_level);
 	if (fuse_daemonize(opts.foreground) != 0)
@@ -505,6 +509,7 @@ int main(int argc, char *argv[])
 	ret = ret == 0 || ret == SIGTERM || ret == SIGINT ? EXIT_OK
 							  : EXIT_FAILED;
 	notify_stopping();
+	drain_after_loop(&fs, mnt, mnt_id);
 	evict_stop(ev);
 	ev = NULL;
 	log_info("unmounting %s", mnt);

@@ -700,7 +700,11 @@ static void flush_writer_pages(void *ctx, uint64_t nodeid)
 {
 	struct clamfs_fs *fs = ctx;
 
-	fuse_lowlevel_notify_inval_inode(fs->se, nodeid, 0, 0);
+	/* counted first: gate_stop_writebacks looks the other way round */
+	atomic_fetch_add(&fs->writebacks_waited, 1);
+	if (!atomic_load(&fs->loop_over))
+		fuse_lowlevel_notify_inval_inode(fs->se, nodeid, 0, 0);
+	atomic_fetch_sub(&fs->writebacks_waited, 1);
 }
 
 /*
@@ -847,9 +851,11 @@ static bool close_stamp_quiet(void *ctx, int fd, const struct vcache_file *f)
  * before its scan would wait for itself; it then drops the page cache,
  * dirty pages too, so there is nothing to flush.
  */
-static bool truncates_page_cache(struct clamfs_fs *fs, int flags)
+static bool truncates_page_cache(struct clamfs_fs *fs, int flags,
+				 bool is_create)
 {
-	return fs->writeback && (flags & O_TRUNC);
+	/* a create holds only its directory's lock */
+	return fs->writeback && (flags & O_TRUNC) && !is_create;
 }
 
 /*
@@ -859,10 +865,10 @@ static bool truncates_page_cache(struct clamfs_fs *fs, int flags)
  * has it open (every writer's close writes it back before its release).
  */
 static bool unwritten_data_possible(struct clamfs_fs *fs, struct inode *inode,
-				    int flags)
+				    int flags, bool is_create)
 {
 	return fs->writeback && inode_writers(inode) != 0 &&
-	       !truncates_page_cache(fs, flags);
+	       !truncates_page_cache(fs, flags, is_create);
 }
 
 static int submit(struct clamfs_fs *fs, struct pending *p)
@@ -903,7 +909,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		r.beside_one = true;
 	}
 	if (p->req && inode_writers(p->inode) != 0 &&
-	    !truncates_page_cache(p->fs, p->fi.flags)) {
+	    !truncates_page_cache(p->fs, p->fi.flags, p->is_create)) {
 		r.prepare = flush_writer_pages;
 		r.prepare_ctx = fs;
 		r.prepare_key = inode_nodeid(fs, p->inode);
@@ -965,7 +971,8 @@ enum unscanned {
 
 static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
 				       struct inode *inode, int fd,
-				       const struct stat *st, int flags)
+				       const struct stat *st, int flags,
+				       bool is_create)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char buf[PATH_MAX];
@@ -975,7 +982,8 @@ static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
 	enum policy_decision d;
 
 	/* empty on the backend, not necessarily in the page cache */
-	if (st->st_size == 0 && !unwritten_data_possible(fs, inode, flags)) {
+	if (st->st_size == 0 &&
+	    !unwritten_data_possible(fs, inode, flags, is_create)) {
 		stats_inc(&fs->stats, STAT_EMPTY);
 		debug_open(fs, fd, "allowed-empty", ctx->pid, ctx->uid, NULL);
 		return UNSCANNED_ALLOW;
@@ -1057,7 +1065,8 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 		return;
 	}
 	stats_inc(&fs->stats, STAT_OPENS_CHECKED);
-	switch (decide_unscanned(req, fs, inode, fd, &st.st, fi->flags)) {
+	switch (decide_unscanned(req, fs, inode, fd, &st.st, fi->flags,
+				 created != NULL)) {
 	case UNSCANNED_ALLOW:
 		reply_allowed(req, fs, inode, fd, fi, &st, created);
 		return;
@@ -1407,4 +1416,14 @@ void gate_note_write(struct clamfs_fs *fs, struct inode *inode)
 	inode_note_write(inode);
 	vcache_invalidate(fs_vcache(fs), inode_dev(inode), inode_ino(inode));
 	fs_unpin(pin);
+}
+
+void gate_stop_writebacks(struct clamfs_fs *fs)
+{
+	atomic_store(&fs->loop_over, true);
+}
+
+bool gate_writebacks_waited(struct clamfs_fs *fs)
+{
+	return atomic_load(&fs->writebacks_waited) != 0;
 }

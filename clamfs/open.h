@@ -36,4 +36,13 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 /* The file is being modified through the mount. */
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode);
 
+/*
+ * The session loop is over: no scanner thread asks the kernel to write a
+ * writer's pages back any more (nobody would answer its requests). Those
+ * already waiting are told by gate_writebacks_waited, and the caller
+ * answers requests until they are done.
+ */
+void gate_stop_writebacks(struct clamfs_fs *fs);
+bool gate_writebacks_waited(struct clamfs_fs *fs);
+
 #endif

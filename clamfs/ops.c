@@ -38,7 +38,9 @@ static void writeback_negotiate(struct clamfs_fs *fs,
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 		fs->writeback = true;
 	}
-	if (why)
+	if (why && !fs->passthrough)
+		log_warn("writeback_cache off (%s)", why);
+	else if (why)
 		log_info("writeback_cache off (%s)", why);
 	else
 		log_info("writeback_cache on");

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "open.h"
 #include "ops.h"
 
@@ -250,9 +251,9 @@ static int setattr_apply(struct clamfs_fs *fs, struct inode *inode,
  * at the close of a writer (any writer, or the next reader to close),
  * and for every time change it has allowed, a writer's "touch" too.
  * Explicit times need the owner's rights, which a writer or reader of
- * another user's file lacks, so the daemon sets them itself; the kernel
- * checked the caller (writeback_cache needs default_permissions). The
- * time bits of to_set to set so, or 0.
+ * another user's file lacks, so they are set with the owner's rights; the
+ * kernel checked the caller (writeback_cache needs default_permissions).
+ * The time bits of to_set to set so, or 0.
  */
 static int kernel_kept_times(struct clamfs_fs *fs, int to_set)
 {
@@ -262,6 +263,31 @@ static int kernel_kept_times(struct clamfs_fs *fs, int to_set)
 	if (!fs->writeback || !(to_set & FUSE_SET_ATTR_CTIME))
 		return 0;
 	return to_set & times;
+}
+
+/*
+ * Sets the kernel's times as the file's owner, who may set any: not as
+ * the daemon, whose root a backend may not honour (NFS root_squash).
+ * -errno on failure.
+ */
+static int set_kernel_times(struct inode *inode, const struct stat *attr,
+			    int times)
+{
+	struct creds owner = {.ngroups = 0};
+	struct stat st;
+	int ret;
+
+	if (fstatat(inode_fd(inode), "", &st,
+		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+		return -errno;
+	owner.uid = st.st_uid;
+	owner.gid = st.st_gid;
+	ret = creds_assume(&owner);
+	if (ret)
+		return ret;
+	ret = setattr_times(inode, attr, times) == -1 ? -errno : 0;
+	creds_restore();
+	return ret;
 }
 
 /*
@@ -315,9 +341,12 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	ret = setattr_apply(req_fs(req), inode, attr, to_set & ~kernel_times,
 			    fi);
 	req_identity_leave(&id);
-	if (ret == 0 && kernel_times &&
-	    setattr_times(inode, attr, kernel_times) == -1)
-		ret = -errno;
+	if (ret == 0 && kernel_times) {
+		ret = set_kernel_times(inode, attr, kernel_times);
+		/* the rest is done: only a change of times alone fails */
+		if (to_set & ~kernel_times & ~FUSE_SET_ATTR_CTIME)
+			ret = 0;
+	}
 	if (ret)
 		goto out;
 	if (fstatat(inode_fd(inode), "", &st,

@@ -43,9 +43,9 @@ static int open_flags_drop(struct inode *inode)
  * With the write-back cache the kernel reads pages in to complete partial
  * writes, through any writer's handle, and keeps the file offset of
  * appends itself (from its own size): the backend file is opened
- * read-write and without O_APPEND. A writer who may not read gets its
- * own flags and direct I/O instead (fallback_open), which bypasses the
- * page cache for that handle.
+ * read-write and without O_APPEND. Where that open is refused but the
+ * one asked for may not be (open_backend_file), the handle gets the
+ * flags asked for and direct I/O, which bypasses the page cache.
  */
 static int writeback_flags(struct clamfs_fs *fs, bool regular, int flags)
 {
@@ -57,9 +57,15 @@ static int writeback_flags(struct clamfs_fs *fs, bool regular, int flags)
 	return flags;
 }
 
-static bool widened(int wide, int flags)
+/*
+ * Whether the widened open failed where the one asked for may not: a
+ * writer who may not read (EACCES), or an append-only file opened for
+ * appending (EPERM without O_APPEND).
+ */
+static bool narrow_may_do(int err, int wide, int flags)
 {
-	return (wide & O_ACCMODE) != (flags & O_ACCMODE);
+	return (err == EACCES && (wide & O_ACCMODE) != (flags & O_ACCMODE)) ||
+	       (err == EPERM && (flags & O_APPEND));
 }
 
 /*
@@ -73,8 +79,9 @@ static int open_backend_file(struct clamfs_fs *fs, struct inode *inode,
 	int wide = writeback_flags(fs, inode_type(inode) == S_IFREG, flags);
 	int fd = open(path, wide);
 
-	if (fd == -1 && errno == EACCES && widened(wide, flags)) {
-		fd = open(path, flags & ~O_APPEND);
+	if (fd == -1 && wide != flags && narrow_may_do(errno, wide, flags)) {
+		/* direct I/O: the kernel keeps no pages for this handle */
+		fd = open(path, flags);
 		if (fd != -1)
 			fi->direct_io = 1;
 	}
@@ -208,10 +215,10 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	}
 	wide = writeback_flags(fs, true, fi->flags);
 	fd = create_open(inode_fd(dir), name, wide, mode);
-	/* an existing file the caller may write but not read */
-	if (fd == -EACCES && widened(wide, fi->flags)) {
-		fd = create_open(inode_fd(dir), name, fi->flags & ~O_APPEND,
-				 mode);
+	/* an existing file the caller may write but not read, or append-only */
+	if (fd < 0 && wide != fi->flags &&
+	    narrow_may_do(-fd, wide, fi->flags)) {
+		fd = create_open(inode_fd(dir), name, fi->flags, mode);
 		if (fd >= 0)
 			fi->direct_io = 1;
 	}

@@ -7,6 +7,7 @@
 # user opening it: the victim's open must be decided on what it will read.
 # The mounts have no passthrough: with it the option stays off.
 import os
+import subprocess
 import textwrap
 
 import pytest
@@ -138,9 +139,19 @@ def test_unwritten_bytes_of_a_new_file_are_scanned(mount_clamfs, clamd, share):
         ["Eicar-Test.UNOFFICIAL"]
 
 
+VICTIM_READ_WRITE = """
+    try:
+        with open(P("share/x"), "r+b") as f:
+            emit({"ok": f.read().hex()})
+    except OSError as e:
+        emit({"err": e.errno})
+"""
+
+
+@pytest.mark.parametrize("victim", ["reader", "read-write"])
 @pytest.mark.parametrize("how", ["write", "map"])
 def test_unwritten_bytes_of_a_clean_file_are_scanned(mount_clamfs, clamd,
-                                                      share, how):
+                                                      share, how, victim):
     """A 64 KiB file scanned clean (its verdict cached), then a marker the
     scanner detects written into its middle in 4 KiB pieces (or stored
     through a shared mapping) by a writer who keeps it open: the backend
@@ -154,6 +165,7 @@ def test_unwritten_bytes_of_a_clean_file_are_scanned(mount_clamfs, clamd,
     os.chown(x, UID_A, GID_A)
     assert run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt) == \
         {"ok": clean.hex()}
+    os.chmod(x, 0o666)  # the read-write victim may open it so
     before = os.stat(x)
     dirty = bytearray(clean)
     dirty[30000:30000 + len(MARKER)] = MARKER
@@ -166,12 +178,14 @@ def test_unwritten_bytes_of_a_clean_file_are_scanned(mount_clamfs, clamd,
             assert f.read() == clean and after.st_mtime_ns == \
                 before.st_mtime_ns, \
                 "written back already: the test proves nothing here"
-        r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
+        code = VICTIM_READ if victim == "reader" else VICTIM_READ_WRITE
+        r = run_as(UID_B, GID_B, [], code, m.mnt)
         assert r.get("ok") != bytes(dirty).hex(), "unscanned bytes served"
         assert r == {"err": 13}
     finally:
         w.close()
-    assert [d["signature"] for d in detections(m)] == [MARKER_SIG + ".UNOFFICIAL"]
+    assert [d["signature"] for d in detections(m)] == \
+        [MARKER_SIG + ".UNOFFICIAL"]
     with open(x, "rb") as f:
         assert f.read() == bytes(dirty), "the writer's bytes were lost"
 
@@ -253,19 +267,72 @@ def test_another_users_file_written_and_closed(mount_clamfs, clamd, share):
         r = {"close": outcome(os.close, fd)}
         with open(P("share/x"), "rb") as f:
             r["data"] = f.read(200).hex()
-        r["touch"] = outcome(os.utime, P("share/x"))
         emit(r)
     """
     r = run_as(UID_B, GID_B, [], code, m.mnt)
     assert r == {"close": ["ok", None],
-                 "data": (b"a" * 50 + b"b" * 100 + b"a" * 50).hex(),
-                 "touch": ["ok", None]}
-    assert os.stat(x).st_mtime_ns > 10**18 + 10**9 * 3600
+                 "data": (b"a" * 50 + b"b" * 100 + b"a" * 50).hex()}
+    assert os.stat(x).st_mtime_ns > 10**18 + 10**9 * 3600, \
+        "the write's mtime did not reach the backend"
+    os.utime(x, ns=(10**18, 10**18))
+    code = """
+        emit(outcome(os.utime, P("share/x")))
+    """
+    assert run_as(UID_B, GID_B, [], code, m.mnt) == ["ok", None]
+    assert os.stat(x).st_mtime_ns > 10**18 + 10**9 * 3600, \
+        "the touch did not reach the backend"
     code = """
         emit(outcome(os.utime, P("share/x"), ns=(1, 1)))
     """
     assert run_as(UID_B, GID_B, [], code, m.mnt) == ["err", "EPERM"], \
         "a non-owner set explicit times"
+
+
+def test_an_append_only_file_is_appended_to(mount_clamfs, clamd, share):
+    """An append-only backend file (chattr +a) refuses a writer without
+    O_APPEND, which the write-back cache would ask for: the appending
+    writer gets its own flags and direct I/O, and its close succeeds."""
+    m = writeback_mount(mount_clamfs, clamd, share)
+    x = m.b("share", "log")
+    with open(x, "wb") as f:
+        f.write(b"one\n")
+    os.chown(x, UID_A, GID_A)
+    if subprocess.run(["chattr", "+a", x]).returncode != 0:
+        pytest.skip("the backend's filesystem has no append-only flag")
+    try:
+        code = """
+            fd = os.open(P("share/log"), os.O_WRONLY | os.O_APPEND)
+            r = {"write": outcome(os.write, fd, b"two\\n")}
+            r["close"] = outcome(os.close, fd)
+            r["plain"] = outcome(os.open, P("share/log"), os.O_WRONLY)
+            emit(r)
+        """
+        r = run_as(UID_A, GID_A, [], code, m.mnt)
+        assert r == {"write": ["ok", 4], "close": ["ok", None],
+                     "plain": ["err", "EPERM"]}
+        with open(x, "rb") as f:
+            assert f.read() == b"one\ntwo\n"
+    finally:
+        subprocess.run(["chattr", "-a", x])
+
+
+def test_close_scan_sees_the_written_back_upload(mount_clamfs, clamd, share):
+    """scan_on_close under the write-back cache: the writer's close writes
+    its pages back before the release that starts the scan, so an upload
+    of EICAR is found although no write reached the daemon before."""
+    m = writeback_mount(mount_clamfs, clamd, share, "scan_on_close",
+                        "on_infected=delete")
+    w = Writer(m.m("share", "up"), "create")
+    try:
+        for off, piece in pieces(clamd.eicar, 17):
+            w.write(off, piece)
+        assert os.stat(m.b("share", "up")).st_size == 0, \
+            "written back already: the test proves nothing here"
+    finally:
+        w.close()
+    assert wait_for(lambda: not os.path.lexists(m.b("share", "up")),
+                    5 * SLOW), "the upload was not deleted after close"
+    assert detections(m)[0]["event"] == "close"
 
 
 def test_appends_land_at_the_end(mount_clamfs, clamd, share):
@@ -305,3 +372,90 @@ def test_a_closed_writer_leaves_nothing_unwritten(mount_clamfs, clamd, share):
     d = delta(s0, stats(m.mnt), "scans", "cache_hits")
     assert d == {"scans": 1, "cache_hits": 1}
     wait_for(lambda: len(detections(m)) >= 1, 5 * SLOW)
+
+
+# Keeps pages dirty: 4 KiB writes over a 16 MiB file, round and round.
+DIRTIER = textwrap.dedent("""
+    import os, sys
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+    block = b"d" * 4096
+    off = 0
+    try:
+        while True:
+            os.pwrite(fd, block, off)
+            off = (off + 4096) % (16 << 20)
+    except OSError:
+        pass
+""")
+
+# Opens and reads the file over and over: each open beside the writer has
+# its pages written back before its scan.
+REOPENER = textwrap.dedent("""
+    import os, sys
+    try:
+        while True:
+            fd = os.open(sys.argv[1], os.O_RDONLY)
+            os.read(fd, 4096)
+            os.close(fd)
+    except OSError:
+        pass
+""")
+
+
+def test_stop_while_pages_are_written_back(mount_clamfs, clamd, share):
+    """SIGTERM while opens beside a busy writer have the kernel write its
+    pages back: a scanner thread may be waiting for a write-back that
+    only a FUSE worker can take in, and the workers are gone once the
+    loop ends. The daemon must still answer it, stop and exit 0."""
+    import signal
+    import sys
+    import time
+    m = writeback_mount(mount_clamfs, clamd, share)
+    path = m.m("share", "x")
+    procs = [subprocess.Popen([sys.executable, "-c", DIRTIER, path])]
+    wait_for(lambda: os.path.exists(m.b("share", "x")), 5 * SLOW)
+    procs += [subprocess.Popen([sys.executable, "-c", REOPENER, path])
+              for _ in range(3)]
+    try:
+        time.sleep(1.5)
+        os.kill(m.pid, signal.SIGTERM)
+        assert m.wait_exit(15 * SLOW) == 0
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize("mode", ["writeback", "mapping"])
+def test_a_stop_writes_back_what_writers_left(mount_clamfs, clamd, share,
+                                               mode):
+    """systemctl stop is a SIGTERM: what write() already took into the
+    write-back cache, or a store into a shared mapping (on any mount),
+    must reach the backend before the daemon goes, not be dropped with
+    the mount. The writer still holds the file when the stop comes."""
+    import signal
+    data = os.urandom(1 << 20)
+    if mode == "writeback":
+        m = writeback_mount(mount_clamfs, clamd, share)
+        w = Writer(m.m("share", "x"), "create")
+    else:
+        m = mount_scan(mount_clamfs, clamd, "passthrough=off",
+                       backend=share)
+        x = m.b("share", "x")  # the mapping needs the file at its size
+        with open(x, "wb") as f:
+            f.write(b"\0" * len(data))
+        os.chown(x, UID_A, GID_A)
+        w = Writer(m.m("share", "x"), "map")
+    try:
+        for off, piece in pieces(data, 4096):
+            w.write(off, piece)
+        with open(m.b("share", "x"), "rb") as f:
+            assert f.read() != data, \
+                "written back already: the test proves nothing here"
+        os.kill(m.pid, signal.SIGTERM)
+        assert m.wait_exit(20 * SLOW) == 0
+        with open(m.b("share", "x"), "rb") as f:
+            assert f.read() == data, "acknowledged writes lost at stop"
+    finally:
+        w.p.kill()
+        w.p.wait()
