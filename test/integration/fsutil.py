@@ -396,15 +396,20 @@ class LoopFs:
         subprocess.run(["umount", "-l", self.path], check=True)
 
 
-# For run_as(): reads share/x under the mount, emits {"ok": hex} or
-# {"err": errno} (the victim of the writers' tests).
-VICTIM_READ = """
+def victim_read(mode="rb"):
+    """For run_as(): opens share/x under the mount with mode, reads it and
+    emits {"ok": hex} or {"err": errno} (the victim of the writers'
+    tests)."""
+    return f"""
     try:
-        with open(P("share/x"), "rb") as f:
-            emit({"ok": f.read().hex()})
+        with open(P("share/x"), "{mode}") as f:
+            emit({{"ok": f.read().hex()}})
     except OSError as e:
-        emit({"err": e.errno})
+        emit({{"err": e.errno}})
 """
+
+
+VICTIM_READ = victim_read()
 
 
 class LineChild:

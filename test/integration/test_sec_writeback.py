@@ -15,7 +15,7 @@ import pytest
 from clamfstest.env import SLOW
 from clamfstest.wait import wait_for
 from fsutil import (GID_A, GID_B, UID_A, UID_B, VICTIM_READ, LineChild,
-                    run_as, share_of)
+                    run_as, share_of, victim_read)
 from scanutil import (MARKER, MARKER_SIG, delta, detections,
                       ensure_marker_signature, mount_scan, stats)
 
@@ -67,6 +67,19 @@ class Writer(LineChild):
 def share(mount_clamfs):
     """A backend with a directory the attacker (UID_A) may write."""
     return share_of(mount_clamfs.tempdir("clamfs-wb"))
+
+
+def write_unseen(m, name, data):
+    """A Writer that created share/NAME and wrote data into it in pieces,
+    still held open: the backend file is still empty (checked)."""
+    w = Writer(m.m("share", name), "create")
+    for off, piece in pieces(data, 17):
+        w.write(off, piece)
+    if os.stat(m.b("share", name)).st_size != 0:
+        w.close()
+        raise AssertionError("written back already: the test proves "
+                             "nothing here")
+    return w
 
 
 def writeback_mount(mount_clamfs, clamd, share, *opts):
@@ -124,12 +137,8 @@ def test_unwritten_bytes_of_a_new_file_are_scanned(mount_clamfs, clamd, share):
     an open through unscanned (an empty file needs no scan), while the
     page cache the victim reads from holds EICAR."""
     m = writeback_mount(mount_clamfs, clamd, share)
-    w = Writer(m.m("share", "x"), "create")
+    w = write_unseen(m, "x", clamd.eicar)
     try:
-        for off, piece in pieces(clamd.eicar, 17):
-            w.write(off, piece)
-        assert os.stat(m.b("share", "x")).st_size == 0, \
-            "written back already: the test proves nothing here"
         r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt)
         assert r.get("ok") != clamd.eicar.hex(), "unscanned bytes served"
         assert r == {"err": 13}
@@ -139,13 +148,7 @@ def test_unwritten_bytes_of_a_new_file_are_scanned(mount_clamfs, clamd, share):
         ["Eicar-Test.UNOFFICIAL"]
 
 
-VICTIM_READ_WRITE = """
-    try:
-        with open(P("share/x"), "r+b") as f:
-            emit({"ok": f.read().hex()})
-    except OSError as e:
-        emit({"err": e.errno})
-"""
+VICTIM_READ_WRITE = victim_read("r+b")
 
 
 @pytest.mark.parametrize("victim", ["reader", "read-write"])
@@ -322,14 +325,7 @@ def test_close_scan_sees_the_written_back_upload(mount_clamfs, clamd, share):
     of EICAR is found although no write reached the daemon before."""
     m = writeback_mount(mount_clamfs, clamd, share, "scan_on_close",
                         "on_infected=delete")
-    w = Writer(m.m("share", "up"), "create")
-    try:
-        for off, piece in pieces(clamd.eicar, 17):
-            w.write(off, piece)
-        assert os.stat(m.b("share", "up")).st_size == 0, \
-            "written back already: the test proves nothing here"
-    finally:
-        w.close()
+    write_unseen(m, "up", clamd.eicar).close()
     assert wait_for(lambda: not os.path.lexists(m.b("share", "up")),
                     5 * SLOW), "the upload was not deleted after close"
     assert detections(m)[0]["event"] == "close"
