@@ -13,9 +13,10 @@
 /*
  * Has the kernel write back the dirty pages of the mount at mnt, whose
  * mount id is mnt_id (nothing when the top mount there is another one, or
- * mnt_id is 0: an unmount came first and wrote them back), answering
- * requests on this thread until that and every scanner thread's
- * write-back is done.
+ * mnt_id is 0: an unmount came first), answering requests on this thread
+ * until that and every scanner thread's kernel notification is done, then
+ * stops those notifications (open.h). When the kernel waits for requests
+ * nobody will answer, the connection is aborted (a forced unmount).
  */
 void drain_after_loop(struct clamfs_fs *fs, const char *mnt,
 		      unsigned long long mnt_id);

@@ -42,11 +42,12 @@ struct clamfs_fs {
 	 */
 	bool writeback;
 	/*
-	 * Scanner threads waiting for the kernel to write pages back, which
-	 * takes a FUSE worker: main.c serves requests after the loop until
-	 * none does, and none starts once the loop is over (open.c).
+	 * Scanner threads inside a kernel notification that waits for
+	 * requests to be answered (a write-back, a directory's lock): after
+	 * the session loop drain.c answers them until none does, and none
+	 * starts once it has stopped notifying (open.c).
 	 */
-	atomic_int writebacks_waited;
+	atomic_int kernel_waits;
 	atomic_bool loop_over;
 
 	/* the scan gate (open.c) */

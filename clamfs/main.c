@@ -475,7 +475,9 @@ int main(int argc, char *argv[])
 		goto out_signals;
 	}
 	/* to tell, at stop, whether mnt is still this mount */
-	if (mountpoint_top_id(MOUNTINFO_SELF, mnt, &mnt_id) != 1)
+	if (moved_id)
+		mnt_id = moved_id;
+	else if (mountpoint_top_id(MOUNTINFO_SELF, mnt, &mnt_id) != 1)
 		mnt_id = 0;
 	log_init(!opts.foreground,
 		 opts.debug ? LOG_LEVEL_DEBUG : (enum log_level)opts.log_level);

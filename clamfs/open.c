@@ -233,8 +233,16 @@ static void forget_removed_name(struct clamfs_fs *fs, struct pending *p)
 	if (!parent)
 		return; /* the kernel does not know the directory: no entry */
 	nodeid = inode_nodeid(fs, parent);
-	fuse_lowlevel_notify_inval_entry(fs->se, nodeid, p->removed_name,
-					 strlen(p->removed_name));
+	/*
+	 * Takes the directory's lock, which a lookup waiting for its answer
+	 * holds: counted as a write-back is, and not once the loop is over.
+	 */
+	atomic_fetch_add(&fs->kernel_waits, 1);
+	if (!atomic_load(&fs->loop_over))
+		fuse_lowlevel_notify_inval_entry(fs->se, nodeid,
+						 p->removed_name,
+						 strlen(p->removed_name));
+	atomic_fetch_sub(&fs->kernel_waits, 1);
 	itab_forget(fs->itab, parent, 1);
 }
 
@@ -696,15 +704,19 @@ static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
  * kernel write back the pages dirtied through a shared mapping, so the
  * scan sees them. Not on the FUSE worker: the write-back needs one.
  */
-static void flush_writer_pages(void *ctx, uint64_t nodeid)
+static int flush_writer_pages(void *ctx, uint64_t nodeid)
 {
 	struct clamfs_fs *fs = ctx;
+	int ret = 0;
 
-	/* counted first: gate_stop_writebacks looks the other way round */
-	atomic_fetch_add(&fs->writebacks_waited, 1);
-	if (!atomic_load(&fs->loop_over))
+	/* counted first: gate_stop_notifying looks the other way round */
+	atomic_fetch_add(&fs->kernel_waits, 1);
+	if (atomic_load(&fs->loop_over))
+		ret = -ESHUTDOWN; /* the scan would not see what is read */
+	else
 		fuse_lowlevel_notify_inval_inode(fs->se, nodeid, 0, 0);
-	atomic_fetch_sub(&fs->writebacks_waited, 1);
+	atomic_fetch_sub(&fs->kernel_waits, 1);
+	return ret;
 }
 
 /*
@@ -1418,12 +1430,12 @@ void gate_note_write(struct clamfs_fs *fs, struct inode *inode)
 	fs_unpin(pin);
 }
 
-void gate_stop_writebacks(struct clamfs_fs *fs)
+void gate_stop_notifying(struct clamfs_fs *fs)
 {
 	atomic_store(&fs->loop_over, true);
 }
 
-bool gate_writebacks_waited(struct clamfs_fs *fs)
+bool gate_kernel_waits(struct clamfs_fs *fs)
 {
-	return atomic_load(&fs->writebacks_waited) != 0;
+	return atomic_load(&fs->kernel_waits) != 0;
 }

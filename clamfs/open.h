@@ -37,12 +37,13 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode);
 
 /*
- * The session loop is over: no scanner thread asks the kernel to write a
- * writer's pages back any more (nobody would answer its requests). Those
- * already waiting are told by gate_writebacks_waited, and the caller
- * answers requests until they are done.
+ * For a stop, once nobody answers the kernel's requests any more: no
+ * scanner thread makes a kernel notification that waits for answers (a
+ * write-back of a writer's pages, which then fails its scan, or a
+ * directory's entry invalidated). gate_kernel_waits: whether one is
+ * inside such a notification now.
  */
-void gate_stop_writebacks(struct clamfs_fs *fs);
-bool gate_writebacks_waited(struct clamfs_fs *fs);
+void gate_stop_notifying(struct clamfs_fs *fs);
+bool gate_kernel_waits(struct clamfs_fs *fs);
 
 #endif

@@ -51,7 +51,7 @@ struct scan_job {
 	struct scanq *q;
 	struct vcache_file file;
 	uint64_t tag;
-	void (*prepare)(void *ctx, uint64_t key); /* set while queued */
+	int (*prepare)(void *ctx, uint64_t key); /* set while queued */
 	void *prepare_ctx;
 	uint64_t prepare_key;
 	bool (*confirm)(void *ctx, int fd, const struct vcache_file *f);
@@ -800,8 +800,14 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	memset(out, 0, sizeof(*out));
 	out->gen = job->gen;
 	out->tag = job->tag;
-	if (job->prepare && !cdp_cancel_triggered(job->cancel))
-		job->prepare(job->prepare_ctx, job->prepare_key);
+	if (job->prepare && !cdp_cancel_triggered(job->cancel)) {
+		int err = job->prepare(job->prepare_ctx, job->prepare_key);
+
+		if (err) {
+			fail(&out->res, CDP_ERR_LOCAL, -err, "not prepared");
+			goto out;
+		}
+	}
 	if (job->not_before_ns)
 		hold_back(q, job);
 	if (cdp_cancel_triggered(job->cancel)) {

@@ -299,12 +299,13 @@ struct scan_request {
 	/*
 	 * Run on the scanner thread right before the scan, as
 	 * prepare(prepare_ctx, prepare_key) (e.g. to have the kernel write
-	 * back a writer's dirty pages). prepare_ctx must outlive the queue;
+	 * back a writer's dirty pages); a negative errno from it fails the
+	 * scan (CDP_ERR_LOCAL) instead. prepare_ctx must outlive the queue;
 	 * the key is copied. A request with one joins only a scan that has
 	 * not started yet (whose prepare, its own if the scan had none, runs
 	 * after this submit); a request without one joins such a scan too.
 	 */
-	void (*prepare)(void *ctx, uint64_t key);
+	int (*prepare)(void *ctx, uint64_t key);
 	void *prepare_ctx;
 	uint64_t prepare_key;
 	/*

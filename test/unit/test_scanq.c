@@ -701,6 +701,7 @@ static struct {
 	int scans_before; /* fake scans started when it last ran */
 	void *ctx;
 	bool block; /* it waits until this is cleared */
+	int result; /* what it returns */
 	pthread_cond_t cond;
 } prep = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
@@ -712,6 +713,7 @@ static void prep_reset(void)
 	prep.scans_before = -1;
 	prep.ctx = NULL;
 	prep.block = false;
+	prep.result = 0;
 	pthread_mutex_unlock(&prep.lock);
 }
 
@@ -744,9 +746,9 @@ static void prep_unblock(void)
 	pthread_mutex_unlock(&prep.lock);
 }
 
-static void count_prepare(void *ctx, uint64_t key)
+static int count_prepare(void *ctx, uint64_t key)
 {
-	int scans = fake_nscans();
+	int scans = fake_nscans(), result;
 
 	pthread_mutex_lock(&prep.lock);
 	prep.calls++;
@@ -755,7 +757,9 @@ static void count_prepare(void *ctx, uint64_t key)
 	prep.scans_before = scans;
 	while (prep.block)
 		pthread_cond_wait(&prep.cond, &prep.lock);
+	result = prep.result;
 	pthread_mutex_unlock(&prep.lock);
+	return result;
 }
 
 static int submit_prepared(struct scanq *q, ino_t ino, uid_t uid,
@@ -813,6 +817,32 @@ static void test_prepared_joins_queued_scan(void **state)
 	assert_int_equal(a.o.res.verdict, CDP_CLEAN);
 	assert_int_equal(b.o.res.verdict, CDP_CLEAN);
 	assert_int_equal(c.o.res.verdict, CDP_CLEAN);
+	scanq_free(q);
+}
+
+/*
+ * A write-back that cannot be had (the daemon is stopping) fails the scan
+ * of everyone waiting for it: clamd must not be asked about bytes the
+ * readers would not read.
+ */
+static void test_failed_prepare_fails_the_scan(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 0);
+	struct twaiter a;
+
+	(void)state;
+	prep_reset();
+	pthread_mutex_lock(&prep.lock);
+	prep.result = -ESHUTDOWN;
+	pthread_mutex_unlock(&prep.lock);
+	twaiter_init(&a, false);
+	assert_int_equal(submit_prepared(q, 720, 1000, &a, 9), 0);
+	assert_true(wait_done(&a, 5000));
+	assert_int_equal(prep_get(&prep.calls), 1);
+	assert_int_equal(fake_nscans(), 0);
+	assert_int_equal(a.o.res.verdict, CDP_ERROR);
+	assert_int_equal(a.o.res.cat, CDP_ERR_LOCAL);
+	assert_int_equal(a.o.res.err, ESHUTDOWN);
 	scanq_free(q);
 }
 
@@ -2116,6 +2146,7 @@ int main(void)
 		cmocka_unit_test(test_joiner_keeps_its_own_place),
 		cmocka_unit_test(test_prepared_joins_queued_scan),
 		cmocka_unit_test(test_prepared_join_adds_write_back),
+		cmocka_unit_test(test_failed_prepare_fails_the_scan),
 		cmocka_unit_test(test_prepared_does_not_join_running_scan),
 		cmocka_unit_test(test_prepared_waiter_leaves_running_scan),
 		cmocka_unit_test(
