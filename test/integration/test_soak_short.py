@@ -40,6 +40,16 @@ def run_soak(tmp_path, *args, timeout=280):
     return r, report
 
 
+def faults_at_least(report):
+    """How many faults the run makes even when every one is the longest: a
+    pause of the interval's maximum, then a clamd hang of scan_timeout + 3 s
+    and its recovery (about 2 s). At most 5: valgrind's 75 s with its 10 s
+    timeout fit 3 (a CI run drew three hangs and an ENOSPC: 4)."""
+    cfg = report["config"]
+    longest = cfg["fault_interval_s"][1] + cfg["scan_timeout"] + 3 + 2
+    return min(5, max(1, int(report["duration_s"] // longest)))
+
+
 def check(r, report, mode):
     broken = {k: v["detail"] for k, v in report["invariants"].items()
               if not v["ok"]}
@@ -53,7 +63,7 @@ def check(r, report, mode):
     # the workload and the faults really ran
     assert report["counts"]["verified"] > 100
     assert report["counts"]["eicar_refused"] > 10
-    assert sum(report["faults"].values()) >= 5
+    assert sum(report["faults"].values()) >= faults_at_least(report)
     assert report["final_sweep"]["checked"] > 0
     assert report["stats_final"]["clamd_up"] == "1"
 
