@@ -48,7 +48,7 @@ struct clamfs_fs {
 	 * starts once it has stopped notifying (open.c).
 	 */
 	atomic_int kernel_waits;
-	atomic_bool loop_over;
+	atomic_bool notify_stopped;
 
 	/* the scan gate (open.c) */
 	const char *backend_path; /* realpath, as the administrator named it */

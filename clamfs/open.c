@@ -235,10 +235,10 @@ static void forget_removed_name(struct clamfs_fs *fs, struct pending *p)
 	nodeid = inode_nodeid(fs, parent);
 	/*
 	 * Takes the directory's lock, which a lookup waiting for its answer
-	 * holds: counted as a write-back is, and not once the loop is over.
+	 * holds: counted as a write-back is, and not once a stop ended them.
 	 */
 	atomic_fetch_add(&fs->kernel_waits, 1);
-	if (!atomic_load(&fs->loop_over))
+	if (!atomic_load(&fs->notify_stopped))
 		fuse_lowlevel_notify_inval_entry(fs->se, nodeid,
 						 p->removed_name,
 						 strlen(p->removed_name));
@@ -701,8 +701,10 @@ static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
 
 /*
  * Scanner thread, before scanning a file a writer holds open: have the
- * kernel write back the pages dirtied through a shared mapping, so the
- * scan sees them. Not on the FUSE worker: the write-back needs one.
+ * kernel write back the pages dirtied through a shared mapping (and with
+ * writeback_cache by write()), so the scan sees them. Not on the FUSE
+ * worker: the write-back needs one. -ESHUTDOWN once a stop has ended
+ * such notifications (drain.h): the scan then fails.
  */
 static int flush_writer_pages(void *ctx, uint64_t nodeid)
 {
@@ -711,7 +713,7 @@ static int flush_writer_pages(void *ctx, uint64_t nodeid)
 
 	/* counted first: gate_stop_notifying looks the other way round */
 	atomic_fetch_add(&fs->kernel_waits, 1);
-	if (atomic_load(&fs->loop_over))
+	if (atomic_load(&fs->notify_stopped))
 		ret = -ESHUTDOWN; /* the scan would not see what is read */
 	else
 		fuse_lowlevel_notify_inval_inode(fs->se, nodeid, 0, 0);
@@ -1432,7 +1434,7 @@ void gate_note_write(struct clamfs_fs *fs, struct inode *inode)
 
 void gate_stop_notifying(struct clamfs_fs *fs)
 {
-	atomic_store(&fs->loop_over, true);
+	atomic_store(&fs->notify_stopped, true);
 }
 
 bool gate_kernel_waits(struct clamfs_fs *fs)
