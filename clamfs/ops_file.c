@@ -58,14 +58,21 @@ static int writeback_flags(struct clamfs_fs *fs, bool regular, int flags)
 }
 
 /*
- * Whether the widened open failed where the one asked for may not: a
- * writer who may not read (EACCES), or an append-only file opened for
- * appending (EPERM without O_APPEND).
+ * The flags to open with instead, with direct I/O, after the widened open
+ * failed with err where the one asked for may not; -1 when it would fail
+ * too. A writer who may not read (EACCES) appends at the kernel's offsets,
+ * which count other handles' cached pages; an append-only file (EPERM
+ * without O_APPEND) is appended to by the backend.
  */
-static bool narrow_may_do(int err, int wide, int flags)
+static int narrow_flags(int err, int wide, int flags)
 {
-	return (err == EACCES && (wide & O_ACCMODE) != (flags & O_ACCMODE)) ||
-	       (err == EPERM && (flags & O_APPEND));
+	if (wide == flags)
+		return -1;
+	if (err == EPERM && (flags & O_APPEND))
+		return flags;
+	if (err == EACCES && (wide & O_ACCMODE) != (flags & O_ACCMODE))
+		return flags & ~O_APPEND;
+	return -1;
 }
 
 /*
@@ -77,11 +84,11 @@ static int open_backend_file(struct clamfs_fs *fs, struct inode *inode,
 			     struct fuse_file_info *fi)
 {
 	int wide = writeback_flags(fs, inode_type(inode) == S_IFREG, flags);
-	int fd = open(path, wide);
+	int fd = open(path, wide), narrow;
 
-	if (fd == -1 && wide != flags && narrow_may_do(errno, wide, flags)) {
+	if (fd == -1 && (narrow = narrow_flags(errno, wide, flags)) != -1) {
 		/* direct I/O: the kernel keeps no pages for this handle */
-		fd = open(path, flags);
+		fd = open(path, narrow);
 		if (fd != -1)
 			fi->direct_io = 1;
 	}
@@ -206,7 +213,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	struct inode *dir = req_inode(req, parent);
 	struct fuse_entry_param e;
 	struct req_identity id;
-	int fd, ret, wide;
+	int fd, ret, wide, narrow;
 
 	ret = dir ? req_identity_enter_umask(req, &id) : -ESTALE;
 	if (ret) {
@@ -216,9 +223,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	wide = writeback_flags(fs, true, fi->flags);
 	fd = create_open(inode_fd(dir), name, wide, mode);
 	/* an existing file the caller may write but not read, or append-only */
-	if (fd < 0 && wide != fi->flags &&
-	    narrow_may_do(-fd, wide, fi->flags)) {
-		fd = create_open(inode_fd(dir), name, fi->flags, mode);
+	if (fd < 0 && (narrow = narrow_flags(-fd, wide, fi->flags)) != -1) {
+		fd = create_open(inode_fd(dir), name, narrow, mode);
 		if (fd >= 0)
 			fi->direct_io = 1;
 	}
