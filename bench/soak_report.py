@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 
 # Opens decided by a scan: only these may fail with EIO, and only while
 # clamd was down or hung.
@@ -361,7 +363,6 @@ def markdown(r, have_png):
 
 def replot(summary_json, png):
     """The plot again from a kept summary (doc/soak/*.json)."""
-    import tempfile
     with open(summary_json) as f:
         report = json.load(f)
     with tempfile.TemporaryDirectory() as tmp:
@@ -371,7 +372,6 @@ def replot(summary_json, png):
 
 
 if __name__ == "__main__":
-    import sys
     if len(sys.argv) != 4 or sys.argv[1] != "--replot":
         sys.exit("usage: bench/soak_report.py --replot SUMMARY.json PNG")
     replot(sys.argv[2], sys.argv[3])
