@@ -377,6 +377,22 @@ static struct scan_job *pick(struct scanq *q, bool small_only)
 	return job;
 }
 
+/*
+ * Under q->lock, job just queued for u: wakes a thread that can take it.
+ * A background one no small-file thread takes, nor a general one before
+ * background_may_start allows it (job_stopped wakes one then): a wake-up
+ * now would only be slept off again.
+ */
+static void wake_for(struct scanq *q, const struct scan_job *job,
+		     const struct scanq_user *u)
+{
+	if (u->background && !background_may_start(q, u))
+		return;
+	if (job->lane == LANE_SMALL && !u->background)
+		pthread_cond_signal(&q->wake_small);
+	pthread_cond_signal(&q->wake);
+}
+
 /* Under q->lock, after the job's scan: it no longer counts as running. */
 static void job_stopped(struct scanq *q, struct scan_job *job)
 {
@@ -1421,9 +1437,7 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	job->queued = true;
 	q->counters.queued++;
 	ticket_enqueue(q, t);
-	if (job->lane == LANE_SMALL)
-		pthread_cond_signal(&q->wake_small);
-	pthread_cond_signal(&q->wake);
+	wake_for(q, job, u);
 join:
 	/* its own deadline, whoever else waits for the scan */
 	w->deadline_us = now_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
