@@ -1391,11 +1391,8 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		if (job->queued && !t->queued) {
 			ticket_enqueue(q, t);
 			/* a background scan no thread would take may now go */
-			if (job->background_only && !u->background) {
-				if (job->lane == LANE_SMALL)
-					pthread_cond_signal(&q->wake_small);
-				pthread_cond_signal(&q->wake);
-			}
+			if (job->background_only && !u->background)
+				wake_for(q, job, u);
 		}
 		if (!r->background) {
 			job->background_only = false;
