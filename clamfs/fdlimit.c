@@ -51,3 +51,12 @@ size_t fdlimit_inode_budget(rlim_t soft)
 		return (size_t)(soft / 2);
 	return (size_t)(soft - reserve);
 }
+
+size_t fdlimit_inode_cap(rlim_t soft)
+{
+	size_t budget = fdlimit_inode_budget(soft);
+
+	if (budget == SIZE_MAX)
+		return SIZE_MAX;
+	return budget + (size_t)(soft - budget) / 2;
+}

@@ -30,4 +30,12 @@ void fdlimit_raise(struct fdlimit *out);
  */
 size_t fdlimit_inode_budget(rlim_t soft);
 
+/*
+ * The most the table may hold while its evictor catches up: the budget
+ * plus half of the reserve. Eviction aims at the budget, but it runs on
+ * one thread, and on a loaded machine lookups can outpace it for a while;
+ * the other half of the reserve stays for opens.
+ */
+size_t fdlimit_inode_cap(rlim_t soft);
+
 #endif

@@ -72,7 +72,8 @@ struct inode_table {
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
 	size_t count;
-	size_t max; /* cap on count, i.e. on the O_PATH fds held */
+	size_t max;    /* cap on count, i.e. on the O_PATH fds held */
+	size_t target; /* eviction keeps count below this; <= max */
 	struct inode *root;
 	TAILQ_HEAD(, inode) lru; /* named inodes, least recent first */
 	pthread_cond_t low;	 /* signalled when itab_low turns true */
@@ -184,15 +185,15 @@ static bool itab_low_locked(struct inode_table *table)
 {
 	size_t room;
 
-	if (table->max == SIZE_MAX)
+	if (table->target == SIZE_MAX)
 		return false;
-	room = table->count < table->max ? table->max - table->count : 0;
+	room = table->count < table->target ? table->target - table->count : 0;
 	/*
 	 * Eviction is asynchronous (the kernel's FORGETs come back later):
 	 * it starts while there is room for a quick succession of lookups to
 	 * go on meanwhile. A small table is kept as small as it goes.
 	 */
-	return room < table->max / 2 || room < ITAB_LOW_ROOM;
+	return room < table->target / 2 || room < ITAB_LOW_ROOM;
 }
 
 static size_t id_hash(uint64_t id)
@@ -329,7 +330,7 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 	if (!table)
 		goto fail;
 	table->nbuckets = ITAB_INITIAL_BUCKETS;
-	table->max = SIZE_MAX;
+	table->max = table->target = SIZE_MAX;
 	TAILQ_INIT(&table->lru);
 	table->buckets = calloc(table->nbuckets, sizeof(*table->buckets));
 	if (!table->buckets)
@@ -618,10 +619,11 @@ size_t itab_count(struct inode_table *table)
 	return n;
 }
 
-void itab_set_max(struct inode_table *table, size_t max)
+void itab_set_max(struct inode_table *table, size_t target, size_t max)
 {
 	pthread_mutex_lock(&table->lock);
 	table->max = max;
+	table->target = target < max ? target : max;
 	pthread_mutex_unlock(&table->lock);
 }
 
@@ -655,7 +657,7 @@ void itab_note_name(struct inode_table *table, struct inode *inode,
 	 * on it or below it (d_invalidate): directories are never evicted.
 	 */
 	if (inode == table->root || inode->type == S_IFDIR ||
-	    table->max == SIZE_MAX)
+	    table->target == SIZE_MAX)
 		return;
 	pthread_mutex_lock(&table->lock);
 	if (inode->name && inode->parent_dev == parent->dev &&

@@ -76,16 +76,19 @@ size_t itab_count(struct inode_table *table);
 /*
  * Caps the inodes held (root included), i.e. the O_PATH fds the table may
  * keep open, so that it never takes the fds that opens, directory streams
- * and clamd connections need: past the cap, inserting fails with -EMFILE
- * until the kernel forgets inodes. Unlimited until set.
+ * and clamd connections need: past max, inserting fails with -EMFILE
+ * until the kernel forgets inodes. Eviction (itab_low) aims at target, a
+ * margin below max: the evictor runs on a thread that a busy machine may
+ * not schedule for a while, and lookups go on meanwhile. Unlimited until
+ * set; a target above max is taken as max.
  */
-void itab_set_max(struct inode_table *table, size_t max);
+void itab_set_max(struct inode_table *table, size_t target, size_t max);
 
 /* How many more inodes the table may take before reaching its cap. */
 size_t itab_room(struct inode_table *table);
 
 /*
- * Whether less than half of the cap (or less than 1024 inodes) is left:
+ * Whether less than half of the target (or less than 1024 inodes) is left:
  * time to have the kernel forget inodes, and to stop handing out inodes
  * nobody asked for.
  */

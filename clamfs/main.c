@@ -291,20 +291,21 @@ static int run_loop(struct fuse_session *se, const struct clamfs_opts *opts)
 }
 
 /* Says what the fd limit came to; the table's cap follows from it. */
-static void log_fdlimit(const struct fdlimit *lim, size_t budget)
+static void log_fdlimit(const struct fdlimit *lim, size_t budget, size_t cap)
 {
 	if (lim->err)
 		log_warn("fd limit: cannot raise the soft limit %llu to the "
-			 "hard limit %llu: %s; up to %zu inodes held open",
+			 "hard limit %llu: %s; up to %zu inodes held open "
+			 "(evicted from %zu)",
 			 (unsigned long long)lim->soft,
-			 (unsigned long long)lim->hard, strerror(lim->err),
+			 (unsigned long long)lim->hard, strerror(lim->err), cap,
 			 budget);
 	else
 		log_info("fd limit: soft %llu (was %llu), hard %llu; up to "
-			 "%zu inodes held open",
+			 "%zu inodes held open (evicted from %zu)",
 			 (unsigned long long)lim->soft,
 			 (unsigned long long)lim->before,
-			 (unsigned long long)lim->hard, budget);
+			 (unsigned long long)lim->hard, cap, budget);
 }
 
 static int note_allow_other(void *data, const char *arg, int key,
@@ -370,7 +371,7 @@ int main(int argc, char *argv[])
 	struct fuse_session *se = NULL;
 	struct clamfs_opts opts;
 	struct fdlimit fdlim;
-	size_t inode_budget;
+	size_t inode_budget, inode_cap;
 	char *backend = NULL, *mnt = NULL, *fd_root = NULL;
 	char err[512], clamd[1024], dead[PATH_MAX];
 	unsigned long long moved_id = 0, dead_id = 0, mnt_id = 0;
@@ -410,6 +411,7 @@ int main(int argc, char *argv[])
 	/* one fd per inode the kernel knows: 1024 is not enough for that */
 	fdlimit_raise(&fdlim);
 	inode_budget = fdlimit_inode_budget(fdlim.soft);
+	inode_cap = fdlimit_inode_cap(fdlim.soft);
 	ret = EXIT_MOUNT;
 	/* before the backend: in place, the dead mount hides it */
 	find_dead_mount(opts.mountpoint, dead, sizeof(dead), &dead_id);
@@ -437,7 +439,7 @@ int main(int argc, char *argv[])
 		goto out_fs;
 	}
 	warn_shared_without_root(&args);
-	itab_set_max(fs.itab, inode_budget);
+	itab_set_max(fs.itab, inode_budget, inode_cap);
 	fs.attr_timeout = opts.attr_timeout;
 	/*
 	 * Without default_permissions only the backend checks rights, and
@@ -500,7 +502,7 @@ int main(int argc, char *argv[])
 		 scan_mode_name(scanq_mode(fs.scanq)),
 		 infected_action_name(opts.policy.on_infected),
 		 opts.policy.on_error_allow ? "allow" : "deny");
-	log_fdlimit(&fdlim, inode_budget);
+	log_fdlimit(&fdlim, inode_budget, inode_cap);
 	if (strcmp(backend, mnt) == 0)
 		holders_warn(backend, root_st.st_dev, 2000);
 	/* ready after the holders are named: a server started now is none */

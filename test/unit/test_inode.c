@@ -140,7 +140,7 @@ static void test_cap_refuses_with_emfile_and_recovers(void **state)
 	struct inode *a, *again, *b = NULL;
 	int fd1 = dup(0), fd2 = dup(0), fd3, fd4;
 
-	itab_set_max(t, 2); /* the root and one more */
+	itab_set_max(t, 2, 2); /* the root and one more */
 	assert_int_equal(itab_room(t), 1);
 	assert_int_equal(itab_insert_ref(t, fd1, &st1, &a), 0);
 	assert_int_equal(itab_room(t), 0);
@@ -163,6 +163,52 @@ static void test_cap_refuses_with_emfile_and_recovers(void **state)
 }
 
 /*
+ * Lowness is measured against the target, refusal against the cap: past
+ * the target the table is low (the evictor runs) and still takes new
+ * identities until the cap. A target above the cap is the cap.
+ */
+static void test_target_evicts_cap_refuses(void **state)
+{
+	struct inode_table *t = table_new();
+	struct inode *in[3], *none = NULL;
+	int fd;
+
+	itab_set_max(t, 1025, 8192); /* root held: 1024 to the target */
+	assert_false(itab_low(t));
+	itab_set_max(t, 1024, 8192); /* 1023 to the target: low */
+	assert_true(itab_low(t));
+	assert_int_equal(itab_room(t), 8191);
+	itab_set_max(t, 2, 4);
+	for (int i = 0; i < 3; i++) {
+		struct stat st = fake_st(7, (ino_t)i + 1);
+
+		assert_int_equal(itab_insert_ref(t, dup(0), &st, &in[i]), 0);
+	}
+	assert_int_equal(itab_count(t), 4);
+	assert_int_equal(itab_room(t), 0);
+	fd = dup(0);
+	{
+		struct stat st = fake_st(7, 9);
+
+		assert_int_equal(itab_insert_ref(t, fd, &st, &none), -EMFILE);
+	}
+	assert_false(fd_is_open(fd));
+	assert_null(none);
+	itab_forget(t, in[0], 1);
+	assert_int_equal(itab_room(t), 1);
+	assert_true(itab_wait_room(t, 10));
+	itab_set_max(t, 1500, 8192); /* 3 held: 1497 to the target */
+	assert_false(itab_low(t));
+	itab_set_max(t, 1500, 1026); /* the target is 1026: 1023 left */
+	assert_true(itab_low(t));
+	assert_int_equal(itab_room(t), 1023);
+	itab_forget(t, in[1], 1);
+	itab_forget(t, in[2], 1);
+	itab_destroy(t);
+	(void)state;
+}
+
+/*
  * Victims come least recently named first, each once, with the parent
  * they were named in; directories are never offered; a forgotten inode
  * leaves the list; the table is low with less than half of its cap or
@@ -177,7 +223,7 @@ static void test_victims_in_lru_order(void **state)
 	char name[16];
 
 	st_dir.st_mode = S_IFDIR;
-	itab_set_max(t, 4096);
+	itab_set_max(t, 4096, 4096);
 	for (int i = 0; i < 4; i++) {
 		struct stat st = fake_st(6, (ino_t)i + 1);
 
@@ -200,12 +246,12 @@ static void test_victims_in_lru_order(void **state)
 	for (int i = 0; i < 3; i++)
 		free(v[i].name);
 	assert_int_equal(itab_pick_victims(t, v, 8), 0);
-	itab_set_max(t, 1029); /* 5 held: room 1024, not below 1024 */
+	itab_set_max(t, 1029, 1029); /* 5 held: room 1024, not below */
 	assert_int_equal(itab_room(t), 1024);
 	assert_false(itab_low(t));
-	itab_set_max(t, 1028); /* room 1023 */
+	itab_set_max(t, 1028, 1028); /* room 1023 */
 	assert_true(itab_low(t));
-	itab_set_max(t, 5); /* full: no room, and none within 10 ms */
+	itab_set_max(t, 5, 5); /* full: no room, and none within 10 ms */
 	assert_false(itab_wait_room(t, 10));
 	itab_forget(t, in[0], 1); /* room again */
 	assert_true(itab_wait_room(t, 10));
@@ -344,6 +390,7 @@ int main(void)
 		cmocka_unit_test(test_insert_of_known_identity_closes_new_fd),
 		cmocka_unit_test(test_grows_and_keeps_every_entry),
 		cmocka_unit_test(test_cap_refuses_with_emfile_and_recovers),
+		cmocka_unit_test(test_target_evicts_cap_refuses),
 		cmocka_unit_test(test_victims_in_lru_order),
 		cmocka_unit_test(test_concurrent_inserts_agree),
 		cmocka_unit_test(test_stamp),
