@@ -14,7 +14,6 @@
 
 #include "creds.h"
 #include "log.h"
-#include "open.h"
 #include "pathwalk.h"
 
 /* Directories waiting for the thread; more are not read ahead. */
@@ -49,6 +48,7 @@ struct recent_dir {
 
 struct ahead {
 	struct clamfs_fs *fs;
+	ahead_scan_entry_fn scan_entry;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake; /* CLOCK_MONOTONIC */
@@ -278,8 +278,8 @@ static void walk(struct ahead *a, const struct walk_job *job)
 		for (;;) {
 			if (!still_wanted(a))
 				goto out;
-			ret = gate_scan_ahead_entry(a->fs, dirfd(dp),
-						    de->d_name, &size);
+			ret = a->scan_entry(a->fs, dirfd(dp), de->d_name,
+					    &size);
 			if (ret != -EAGAIN)
 				break;
 			/* the reader's own scans come first: wait for room */
@@ -321,7 +321,8 @@ static void *ahead_main(void *arg)
 	return NULL;
 }
 
-int ahead_start(struct clamfs_fs *fs, struct ahead **out)
+int ahead_start(struct clamfs_fs *fs, ahead_scan_entry_fn scan_entry,
+		struct ahead **out)
 {
 	struct ahead *a = calloc(1, sizeof(*a));
 	pthread_condattr_t attr;
@@ -331,6 +332,7 @@ int ahead_start(struct clamfs_fs *fs, struct ahead **out)
 	if (!a)
 		return -ENOMEM;
 	a->fs = fs;
+	a->scan_entry = scan_entry;
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);

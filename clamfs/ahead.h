@@ -3,7 +3,8 @@
  * Reading a directory ahead of its reader: when an open has to wait for
  * a scan, the other small files of the same directory are likely next
  * (grep -r, cp -r, a Samba client copying a folder), so they are scanned
- * in the background (gate_scan_ahead_entry) while the reader works. One
+ * in the background (through the scan_entry callback) while the reader
+ * works. One
  * thread walks the directories, a few at a time, as the reader who
  * waited (a directory they may not list is not walked), none of the 32
  * walked last again within a minute, each to a bounded count and size of
@@ -20,8 +21,19 @@
 
 struct ahead;
 
+/*
+ * Asks for a background scan of dir_fd's entry name and puts its size in
+ * *bytes: 0 when asked, -EAGAIN when the background queue is full (the
+ * walk waits and asks again), -EMFILE or -ENOTSUP to end the walk of this
+ * directory, another negative errno to skip the entry. The gate's
+ * gate_scan_ahead_entry is the one the daemon passes.
+ */
+typedef int (*ahead_scan_entry_fn)(struct clamfs_fs *fs, int dir_fd,
+				   const char *name, off_t *bytes);
+
 /* Starts the thread for fs; -errno on failure. */
-int ahead_start(struct clamfs_fs *fs, struct ahead **out);
+int ahead_start(struct clamfs_fs *fs, ahead_scan_entry_fn scan_entry,
+		struct ahead **out);
 
 /*
  * Stops and joins the thread (directories not yet walked are dropped),

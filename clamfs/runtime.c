@@ -24,6 +24,7 @@
 #include "log.h"
 #include "mountpoint.h"
 #include "notify.h"
+#include "open.h"
 #include "optable.h"
 #include "poolcfg.h"
 
@@ -649,7 +650,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
 	if (ret)
 		return ret;
-	ret = ahead_start(rt->fs, &rt->fs->ahead);
+	ret = ahead_start(rt->fs, gate_scan_ahead_entry, &rt->fs->ahead);
 	if (ret)
 		return ret;
 	open_store(rt, opts);
