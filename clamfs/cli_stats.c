@@ -5,7 +5,7 @@
  * or as one Prometheus exposition (prom.c), to stdout or atomically into a
  * file (for node_exporter's textfile collector).
  */
-#include "cli.h"
+#include "cli_stats.h"
 #include "exitcode.h"
 
 #include <errno.h>

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_stats.h"
 #include "creds.h"
 #include "ctl.h"
 #include "drain.h"
