@@ -18,7 +18,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "control.h"
+#include "cmdnames.h"
 #include "prom.h"
 
 static void usage(void)

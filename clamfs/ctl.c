@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "control.h"
+#include "cmdnames.h"
 #include "exitcode.h"
 #include "mountpoint.h"
 
