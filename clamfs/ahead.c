@@ -15,6 +15,8 @@
 #include "creds.h"
 #include "log.h"
 #include "pathwalk.h"
+#include "procfd.h"
+#include "fdpath.h"
 
 /* Directories waiting for the thread; more are not read ahead. */
 #define AHEAD_QUEUED 8

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "request.h"
 
 #define OUTCOME_MAX 2048
 

@@ -33,6 +33,7 @@
 #include "opts.h"
 #include "runtime.h"
 #include "xmlimport.h"
+#include "procfd.h"
 
 #if !defined(__SANITIZE_ADDRESS__)
 static char crash_msg[PATH_MAX + 128];

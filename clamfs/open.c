@@ -23,6 +23,9 @@
 #include "passthrough.h"
 #include "tsgrain.h"
 #include "writers.h"
+#include "procfd.h"
+#include "fdpath.h"
+#include "request.h"
 
 /*
  * A file's stat and the wall-clock time read just before it: whether the

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "ops.h"
 #include "passthrough.h"
+#include "request.h"
 
 /*
  * The kernel's write-back cache batches small writes where passthrough

@@ -8,6 +8,9 @@
 
 #include "fs.h"
 
+/* The request table handed to fuse_session_new (ops.c). */
+extern const struct fuse_lowlevel_ops clamfs_ops;
+
 /* ops.c */
 void op_init(void *userdata, struct fuse_conn_info *conn);
 void op_statfs(fuse_req_t req, fuse_ino_t ino);

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "ops.h"
+#include "procfd.h"
+#include "request.h"
 
 struct dir_handle {
 	DIR *dp;

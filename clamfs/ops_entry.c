@@ -17,6 +17,8 @@
 #include "creds.h"
 #include "open.h"
 #include "ops.h"
+#include "procfd.h"
+#include "request.h"
 
 /* How long a lookup at the inode table's cap waits for FORGETs. */
 #define LOOKUP_ROOM_WAIT_MS 50

@@ -12,6 +12,8 @@
 
 #include "open.h"
 #include "ops.h"
+#include "procfd.h"
+#include "request.h"
 
 /*
  * The kernel's __FMODE_EXEC: the open is an execve, which needs execute

@@ -14,6 +14,8 @@
 
 #include "control.h"
 #include "ops.h"
+#include "procfd.h"
+#include "request.h"
 
 /*
  * The proc link of a symlink cannot be followed to the symlink itself by

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * What every request handler needs: the mount and inode a request names,
+ * acting as the requester, and turning a backend name or fd into a FUSE
+ * entry with its inode table reference (request.c).
+ */
+#ifndef CLAMFS_REQUEST_H
+#define CLAMFS_REQUEST_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "fs.h"
+
+static inline struct clamfs_fs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/*
+ * The inode a request names, or NULL (reply ESTALE): node ids are opaque,
+ * looked up in the table, never trusted as addresses, since with export
+ * support the kernel passes on ids from NFS file handles.
+ */
+static inline struct inode *req_inode(fuse_req_t req, fuse_ino_t ino)
+{
+	return itab_by_id(req_fs(req)->itab, ino);
+}
+
+/* The backend fd of an open file (fi->fh). */
+static inline int fi_fd(const struct fuse_file_info *fi)
+{
+	return (int)fi->fh;
+}
+
+/* Per-request identity (creds.h) taken from the FUSE request. */
+struct req_identity {
+	bool switched;
+	gid_t small_groups[64];
+	gid_t *groups; /* small_groups, or heap when the caller has more */
+};
+
+/*
+ * Whether the requester may access the inode in mode (R_OK, W_OK, X_OK),
+ * by the backend's rules. 0 or negative errno.
+ */
+int req_check_access(fuse_req_t req, struct inode *inode, int mode);
+
+/*
+ * For a request that allocates space through an open file (write,
+ * fallocate, copy_file_range): takes the fsuid and fsgid, with no
+ * supplementary groups, of whoever the blocks are charged to, so the
+ * backend's root reserve is not open to users (ext4 grants it to its
+ * resuid, 0 by default, and to members of a non-zero resgid). Cheap: no
+ * group lookup. Returns whether it switched; pass that to
+ * req_writer_leave.
+ */
+bool req_writer_enter(fuse_req_t req, int fd);
+void req_writer_leave(bool switched);
+
+/* Switches the calling thread to the requester; 0 or negative errno. */
+int req_identity_enter(fuse_req_t req, struct req_identity *id);
+/* Same, and applies the requester's umask for a create-type request. */
+int req_identity_enter_umask(fuse_req_t req, struct req_identity *id);
+void req_identity_leave(struct req_identity *id);
+
+/*
+ * Looks name up in parent and fills e, adding one lookup reference to the
+ * inode it returns. 0 or negative errno.
+ */
+int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,
+		    const char *name, struct fuse_entry_param *e);
+
+/* Fills e for inode, whose attributes are st (no reference taken). */
+void fs_entry_fill(struct clamfs_fs *fs, struct inode *inode,
+		   const struct stat *st, struct fuse_entry_param *e);
+
+/* Fills e for the object open at fd (any kind of fd), with a reference. */
+int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e);
+
+#endif
