@@ -14,6 +14,7 @@
 
 #include "creds.h"
 #include "log.h"
+#include "monotime.h"
 #include "pathwalk.h"
 #include "procfd.h"
 #include "fdpath.h"
@@ -60,14 +61,6 @@ struct ahead {
 	struct recent_dir recent[AHEAD_RECENT];
 	unsigned int recent_next;
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Under a->lock: whether rel was queued or walked lately. */
 static bool seen_lately(struct ahead *a, const char *rel, int64_t now)
@@ -136,7 +129,7 @@ void ahead_note_wait(struct ahead *a, int fd, const struct stat *st, uid_t uid,
 		*slash = '\0';
 	else
 		rel = "";
-	now = now_ns();
+	now = mono_ns();
 	pthread_mutex_lock(&a->lock);
 	if (a->stopping || seen_lately(a, rel, now))
 		goto out;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "monotime.h"
 #include "mountpoint.h"
 #include "open.h"
 
@@ -53,14 +54,6 @@ static void syncer_put(struct syncer *s)
 		free(s->mnt);
 		free(s);
 	}
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Whether the top mount at mnt is still the one with this id. */
@@ -176,7 +169,7 @@ void drain_after_loop(struct clamfs_fs *fs, const char *mnt,
 		      unsigned long long mnt_id)
 {
 	struct fuse_buf buf = {.mem = NULL};
-	long long start = now_ms(), last = start, free_since = 0;
+	long long start = mono_ms(), last = start, free_since = 0;
 	bool stopped = false, aborted = false, stuck = false;
 	pthread_t tid;
 	struct syncer *s = start_syncer(mnt, mnt_id, &tid);
@@ -196,7 +189,7 @@ void drain_after_loop(struct clamfs_fs *fs, const char *mnt,
 		}
 		owed = (s && !atomic_load(&s->done)) || gate_kernel_waits(fs);
 		r = serve_one(fs->se, &buf, owed ? 100 : 10);
-		t = now_ms();
+		t = mono_ms();
 		if (r == SERVED_GONE)
 			break;
 		if (r == SERVED_ONE)
