@@ -27,6 +27,7 @@
 #include "open.h"
 #include "optable.h"
 #include "poolcfg.h"
+#include "scanner_clamd.h"
 
 /*
  * One configuration as loaded and the objects it put in force. Its
@@ -638,7 +639,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
 	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
-	qcfg.scan = scanq_scan_clamd;
+	qcfg.scan = scanner_clamd_scan;
 	qcfg.hold = hold_generation;
 	qcfg.release = release_generation;
 	qcfg.hold_arg = rt->fs;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "monotime.h"
 
 #define SCANQ_BUCKETS	   256
 #define SCANQ_USER_BUCKETS 64
@@ -146,14 +147,6 @@ const char *scan_mode_name(enum scan_mode mode)
 		return "path";
 	}
 	return "?";
-}
-
-static uint64_t now_usec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 static struct job_list *bucket_of(struct scanq *q, const struct vcache_file *f)
@@ -501,8 +494,8 @@ static struct scan_job *job_new(struct scanq *q, const struct scan_request *r,
 	return job;
 }
 
-static void fail(struct cdp_result *res, enum cdp_errcat cat, int err,
-		 const char *text)
+void scanq_result_fail(struct cdp_result *res, enum cdp_errcat cat, int err,
+		       const char *text)
 {
 	memset(res, 0, sizeof(*res));
 	res->verdict = CDP_ERROR;
@@ -555,107 +548,6 @@ static void finish(struct scan_job *job, const struct scan_outcome *o)
 	job_free(job);
 }
 
-/* --- the real scanner --- */
-
-/*
- * A retry that goes where the failed attempt went (the only clamd, or a
- * balancer in front of several) waits a moment first.  A killed clamd
- * still completes TCP handshakes while its process is torn down, and a
- * balancer hands an immediate retry to it before any health check can
- * mark it down (doc/fleet.md): both attempts then fail.  At most a quarter
- * of the time left; the cancel cuts it short.  Returns what is left of
- * @timeout_ms after the pause.
- */
-#define SCANQ_RETRY_PAUSE_MS 200
-#define SCANQ_PAUSE_SLICE_MS 20
-
-static int retry_pause(const struct scanq_scan *s, int timeout_ms)
-{
-	int pause = SCANQ_RETRY_PAUSE_MS;
-	uint64_t start = now_usec(), until, now;
-
-	if (pause > timeout_ms / 4)
-		pause = timeout_ms / 4;
-	until = start + (uint64_t)pause * 1000;
-	while (!cdp_cancel_triggered(s->cancel) && (now = now_usec()) < until) {
-		uint64_t left = until - now;
-
-		if (left > SCANQ_PAUSE_SLICE_MS * 1000)
-			left = SCANQ_PAUSE_SLICE_MS * 1000;
-		poll(NULL, 0, (int)((left + 999) / 1000));
-	}
-	now = now_usec();
-	timeout_ms -= (int)((now - start) / 1000);
-	return timeout_ms > 1 ? timeout_ms : 1;
-}
-
-/*
- * A backend with a free slot (no more scans in flight there than its
- * clamd has threads, one kept for small files), waited for within the
- * deadline: a scan beyond clamd's MaxThreads would wait in clamd's own
- * queue, where a small file queues behind the big ones. Returns what is
- * left of @timeout_ms, or 0 with @res filled when none came free.
- */
-static int acquire(const struct scanq_scan *s, int exclude, int timeout_ms,
-		   struct cdp_fleet_pick *pick, struct cdp_result *res)
-{
-	uint64_t start = now_usec();
-	int ret, left;
-
-	ret = cdp_fleet_acquire_slot(s->fleet, exclude, s->small, timeout_ms,
-				     s->cancel, pick);
-	if (ret == -ECANCELED) {
-		fail(res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
-		return 0;
-	}
-	if (ret) {
-		fail(res, CDP_ERR_TIMEOUT, ETIMEDOUT,
-		     "no clamd thread came free before the deadline");
-		return 0;
-	}
-	left = timeout_ms - (int)((now_usec() - start) / 1000);
-	return left > 1 ? left : 1;
-}
-
-void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res)
-{
-	int exclude = s->attempt > 0 && s->note ? s->note->backend : -1;
-	int timeout_ms = s->timeout_ms;
-	struct cdp_fleet_pick pick;
-	bool halved;
-
-	if (s->note)
-		s->note->bounded = false;
-	timeout_ms = acquire(s, exclude, timeout_ms, &pick, res);
-	if (timeout_ms == 0)
-		return;
-	if (s->attempt > 0 && pick.index == exclude) {
-		timeout_ms = retry_pause(s, timeout_ms);
-		cdp_fleet_restart(s->fleet, &pick);
-	}
-	/* a stalled backend must not eat the time of the retry elsewhere */
-	halved = s->attempt + 1 < SCANQ_SCAN_ATTEMPTS &&
-		 pick.alternatives > 0 && timeout_ms >= 2;
-	if (halved)
-		timeout_ms /= 2;
-	if (s->note) {
-		s->note->backend = pick.index;
-		s->note->bounded = halved;
-	}
-	/*
-	 * What the backend takes: the descriptor, or the content streamed.
-	 * Never a name, in path mode too: the directories on a path in a
-	 * share belong to its users, who can swap them while clamd walks it
-	 * (doc/security.md).
-	 */
-	if (pick.fildes)
-		cdp_scan_fildes(pick.pool, s->fd, timeout_ms, s->cancel, res);
-	else
-		cdp_scan_stream_fd(pick.pool, s->fd, timeout_ms, s->cancel,
-				   res);
-	cdp_fleet_release(s->fleet, &pick, res);
-}
-
 /* --- scanner threads --- */
 
 /*
@@ -687,7 +579,7 @@ static int left_ms(uint64_t deadline, uint64_t now)
  */
 static int attempt_ms(struct scan_job *job, bool *wake)
 {
-	uint64_t now = now_usec();
+	uint64_t now = mono_usec();
 	int ms = left_ms(latest_deadline(job), now);
 
 	if (ms > 0)
@@ -725,13 +617,13 @@ static bool background_only(struct scanq *q, struct scan_job *job)
 static void hold_back(struct scanq *q, struct scan_job *job)
 {
 	/* bounded on the monotonic clock: the wall clock may be stepped */
-	uint64_t cap = now_usec() + SCANQ_NOT_BEFORE_MAX_MS * 1000;
+	uint64_t cap = mono_usec() + SCANQ_NOT_BEFORE_MAX_MS * 1000;
 	struct timespec ts = {0};
 	int64_t left;
 
 	for (;;) {
 		left = job->not_before_ns - realtime_ns();
-		if (left <= 0 || now_usec() >= cap ||
+		if (left <= 0 || mono_usec() >= cap ||
 		    cdp_cancel_triggered(job->cancel) ||
 		    !background_only(q, job))
 			return;
@@ -767,8 +659,8 @@ static bool confirmed(struct scanq *q, struct scan_job *job,
 	unmap(job);
 	q->counters.background_dropped++;
 	pthread_mutex_unlock(&q->lock);
-	fail(&out->res, CDP_ERR_CANCELLED, ECANCELED,
-	     "changed before its background scan");
+	scanq_result_fail(&out->res, CDP_ERR_CANCELLED, ECANCELED,
+			  "changed before its background scan");
 	out->dropped = true;
 	return false;
 }
@@ -820,14 +712,16 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		int err = job->prepare(job->prepare_ctx, job->prepare_key);
 
 		if (err) {
-			fail(&out->res, CDP_ERR_LOCAL, -err, "not prepared");
+			scanq_result_fail(&out->res, CDP_ERR_LOCAL, -err,
+					  "not prepared");
 			goto out;
 		}
 	}
 	if (job->not_before_ns)
 		hold_back(q, job);
 	if (cdp_cancel_triggered(job->cancel)) {
-		fail(&out->res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
+		scanq_result_fail(&out->res, CDP_ERR_CANCELLED, ECANCELED,
+				  "cancelled");
 		goto out;
 	}
 	if (!confirmed(q, job, out))
@@ -853,8 +747,9 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (s.timeout_ms == 0) {
-		fail(&out->res, CDP_ERR_TIMEOUT, ETIMEDOUT,
-		     "deadline passed before the scan could start");
+		scanq_result_fail(
+			&out->res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+			"deadline passed before the scan could start");
 		out->expired_queued = true;
 		goto out;
 	}
@@ -862,7 +757,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		wake_reaper(q);
 	asked = true;
 	/* clamd's time: not the write-back, the hold-back nor the confirm */
-	start = now_usec();
+	start = mono_usec();
 	out->started_ns = realtime_ns();
 	for (;;) {
 		cfg.scan(&s, &out->res);
@@ -908,7 +803,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 out:
 	if (cfg.release)
 		cfg.release(held);
-	out->usec = asked ? now_usec() - start : 0;
+	out->usec = asked ? mono_usec() - start : 0;
 	/* before finish(): whoever got the verdict sees the scan counted */
 	if (asked && cfg.observe)
 		cfg.observe(cfg.observe_arg, out->usec);
@@ -1077,7 +972,7 @@ static int reap(struct scanq *q)
 	struct reaped r = {.next = UINT64_MAX};
 	struct scan_job *job, *tmp;
 	struct scan_outcome o;
-	uint64_t now = now_usec();
+	uint64_t now = mono_usec();
 	int ms;
 
 	pthread_mutex_lock(&q->lock);
@@ -1089,14 +984,14 @@ static int reap(struct scanq *q)
 
 	/* errors all: the generation and tag do not matter */
 	memset(&o, 0, sizeof(o));
-	fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
+	scanq_result_fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
 	answer_ordered(r.gone, &o);
-	fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
-	     "deadline passed while queued for a scanner");
+	scanq_result_fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+			  "deadline passed while queued for a scanner");
 	o.expired_queued = true;
 	answer_ordered(r.late_q, &o);
-	fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
-	     "deadline passed while scanned");
+	scanq_result_fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+			  "deadline passed while scanned");
 	o.expired_queued = false;
 	answer_ordered(r.late_run, &o);
 
@@ -1107,16 +1002,18 @@ static int reap(struct scanq *q)
 		o.gen = job->gen;
 		o.tag = job->tag;
 		if (job->expired) {
-			fail(&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
-			     "deadline passed while queued for a scanner");
+			scanq_result_fail(
+				&o.res, CDP_ERR_TIMEOUT, ETIMEDOUT,
+				"deadline passed while queued for a scanner");
 			o.expired_queued = true;
 		} else
-			fail(&o.res, CDP_ERR_CANCELLED, ECANCELED, "cancelled");
+			scanq_result_fail(&o.res, CDP_ERR_CANCELLED, ECANCELED,
+					  "cancelled");
 		finish(job, &o);
 	}
 	if (r.next == UINT64_MAX)
 		return -1;
-	now = now_usec();
+	now = mono_usec();
 	ms = r.next > now ? (int)((r.next - now + 999) / 1000) : 0;
 	return ms;
 }
@@ -1424,7 +1321,7 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	t->user = u;
 	job->tickets = t;
 	/* deadline and lane as configured now, not when allocated */
-	job->deadline_us = now_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
+	job->deadline_us = mono_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
 	job->lane = (uint64_t)r->file->size <= q->cfg.small_bytes ? LANE_SMALL
 								  : LANE_BIG;
 	LIST_INSERT_HEAD(bucket, job, map_link);
@@ -1437,7 +1334,7 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	wake_for(q, job, u);
 join:
 	/* its own deadline, whoever else waits for the scan */
-	w->deadline_us = now_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
+	w->deadline_us = mono_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
 	w->ticket = t;
 	t->waiters++;
 	u->waiters++;

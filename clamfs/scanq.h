@@ -197,15 +197,11 @@ struct scanq_scan {
 typedef void scanq_scan_fn(const struct scanq_scan *s, struct cdp_result *res);
 
 /*
- * The real scanner: asks clamd through the backend s->fleet picks (not
- * the previous attempt's for a retry); fdpass or stream as that backend
- * was configured, in path mode too. A first attempt while another backend is
- * healthy gets only half of what is left, so that a stalled backend
- * leaves time for the retry elsewhere. A retry that goes to the same
- * address as the failed attempt (one clamd, or a balancer) first waits
- * 200 ms, at most a quarter of what is left, cut short by the cancel.
+ * Fills res with an error result of category cat (err a positive errno
+ * or 0, text what the log says): for scanners, as the queue makes its own.
  */
-void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
+void scanq_result_fail(struct cdp_result *res, enum cdp_errcat cat, int err,
+		       const char *text);
 
 /* A first attempt and one retry; see "Retries" above. */
 #define SCANQ_SCAN_ATTEMPTS 2
@@ -224,7 +220,7 @@ void scanq_scan_clamd(const struct scanq_scan *s, struct cdp_result *res);
 #define SCANQ_NOT_BEFORE_MAX_MS 100
 
 struct scanq_config {
-	struct cdp_fleet *fleet; /* the clamds scanq_scan_clamd asks */
+	struct cdp_fleet *fleet; /* the clamds the scanner asks */
 	enum scan_mode mode;
 	unsigned int threads; /* scanner threads, >= 1 */
 	int timeout_ms;	      /* deadline of one scan from its submission,
