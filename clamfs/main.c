@@ -30,6 +30,7 @@
 #include "mountpoint.h"
 #include "notify.h"
 #include "ops.h"
+#include "cmdline.h"
 #include "opts.h"
 #include "runtime.h"
 #include "xmlimport.h"
@@ -388,12 +389,12 @@ int main(int argc, char *argv[])
 		return ctl_drop_cache(argc - 2, argv + 2, stdout);
 	if (argc >= 2 && strcmp(argv[1], "--import-clamfs-xml") == 0)
 		return xmlimport_main(argc - 2, argv + 2);
-	if (opts_parse(argc, argv, &opts, &args, err, sizeof(err)) != 0) {
+	if (cmdline_parse(argc, argv, &opts, &args, err, sizeof(err)) != 0) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		return EXIT_CONFIG;
 	}
 	if (opts.show_help) {
-		opts_print_help(stdout, argv[0]);
+		cmdline_print_help(stdout, argv[0]);
 		printf("FUSE options:\n");
 		fflush(stdout);
 		fuse_lowlevel_help();
@@ -428,7 +429,7 @@ int main(int argc, char *argv[])
 	ret = EXIT_FAILED;
 	fd_root = fd_link_name(root_fd);
 	fs.itab = itab_create(root_fd, &root_st);
-	if (!fs.itab || opts_add_mount_names(&args, backend) != 0) {
+	if (!fs.itab || cmdline_add_mount_names(&args, backend) != 0) {
 		fprintf(stderr, "clamfs: out of memory\n");
 		goto out_fs;
 	}

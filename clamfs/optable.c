@@ -418,6 +418,21 @@ static int set_string(char **dst, const char *val, char *err, size_t errlen)
 	return 0;
 }
 
+/* Appends opt to the comma-separated list *list (libfuse's -o form). */
+static int append_opt(char **list, const char *opt)
+{
+	size_t old = *list ? strlen(*list) : 0, len = strlen(opt);
+	char *grown = realloc(*list, old + len + 2);
+
+	if (!grown)
+		return -ENOMEM;
+	if (old)
+		grown[old++] = ',';
+	memcpy(grown + old, opt, len + 1);
+	*list = grown;
+	return 0;
+}
+
 static int set_flag(const struct opt_row *row, void *f, const char *val,
 		    const char *arg, char *err, size_t errlen)
 {
@@ -553,7 +568,7 @@ int optable_set(struct clamfs_opts *opts, const struct opt_row *row,
 			return bad(err, errlen, arg, "an absolute path");
 		return set_string(f, val, err, errlen);
 	case OPT_MOUNT_LIST:
-		if (*val && fuse_opt_add_opt(f, val) == -1) {
+		if (*val && append_opt(f, val) != 0) {
 			snprintf(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
@@ -563,7 +578,7 @@ int optable_set(struct clamfs_opts *opts, const struct opt_row *row,
 	case OPT_GROUP:
 		return set_list(opts, row, val, arg, err, errlen);
 	case OPT_CONFIG:
-		return 0; /* read before everything else: see opts_parse */
+		return 0; /* read before everything else: see cmdline_parse */
 	case OPT_LINES:
 		return add_line(opts, f, val, err, errlen);
 	}

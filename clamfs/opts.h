@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Command line of the clamfs daemon: splits argv into clamfs's own options
- * and the arguments handed on to libfuse (mount options, -d).
- * Pure parsing: no file system access, no mounting. The -o keys, their
- * defaults and limits are rows of the option table (optable.h).
+ * The daemon's settings, as the command line and the INI file gave them
+ * (cmdline.h parses, optable.h says what each key sets and allows).
  */
 #ifndef CLAMFS_OPTS_H
 #define CLAMFS_OPTS_H
@@ -11,9 +9,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
-
-#define FUSE_USE_VERSION 314
-#include <fuse_opt.h>
 
 #include "clamdproto.h"
 #include "log.h"
@@ -87,26 +82,7 @@ struct clamfs_opts {
 #define OPTS_DEFAULT_THREADS 16
 #define OPTS_MAX_THREADS     1024
 
-/*
- * Parses argv. On success returns 0, fills *opts (strings owned by opts,
- * release with opts_free) and *fuse_args with what libfuse must see:
- * argv[0], the remaining -o options, and the defaults clamfs adds (fsname,
- * subtype, default_permissions). On a usage error returns -EINVAL and a
- * one-line reason in err; -ENOMEM on allocation failure.
- * With show_help or show_version set, the paths may be missing.
- */
-int opts_parse(int argc, char *argv[], struct clamfs_opts *opts,
-	       struct fuse_args *fuse_args, char *err, size_t errlen);
-
-/*
- * Adds fsname=BACKEND (escaped) and subtype=clamfs to the libfuse arguments
- * unless the user gave them. Returns 0 or -ENOMEM.
- */
-int opts_add_mount_names(struct fuse_args *fuse_args, const char *backend);
-
+/* Frees what opts owns (its strings, lists and policy); opts stays. */
 void opts_free(struct clamfs_opts *opts);
-
-/* Prints clamfs's own options, one per line with a description. */
-void opts_print_help(FILE *out, const char *progname);
 
 #endif

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ahead.h"
+#include "cmdline.h"
 #include "dbwatch.h"
 #include "log.h"
 #include "mountpoint.h"
@@ -613,7 +614,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 		rt->mount_id = 0;
 	/*
 	 * The daemon's cwd is "/" by now: a relative config= on the command
-	 * line is appended again as the absolute path opts_parse resolved;
+	 * line is appended again as the absolute path cmdline_parse resolved;
 	 * the last config= is the one read.
 	 */
 	if (opts->config) {
@@ -734,10 +735,10 @@ static int reload_build(struct runtime *rt, const struct generation *g,
 	next->opts = calloc(1, sizeof(*next->opts));
 	if (!next->opts)
 		goto out;
-	next->owns_opts = true; /* opts_parse empties it when it fails */
+	next->owns_opts = true; /* cmdline_parse empties it when it fails */
 	n = next->opts;
-	ret = opts_parse(rt->argc, rt->argv, next->opts, &next->args, err,
-			 err_len);
+	ret = cmdline_parse(rt->argc, rt->argv, next->opts, &next->args, err,
+			    err_len);
 	if (ret)
 		goto out;
 	ret = -EINVAL;

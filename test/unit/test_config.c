@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "cmdline.h"
 #include "opts.h"
 
 static char path[] = "/tmp/clamfs-config-XXXXXX";
@@ -41,7 +42,7 @@ static int parse(char **argv, struct clamfs_opts *o, struct fuse_args *args,
 
 	while (argv[argc])
 		argc++;
-	return opts_parse(argc, argv, o, args, err, errlen);
+	return cmdline_parse(argc, argv, o, args, err, errlen);
 }
 
 static void cleanup(void)

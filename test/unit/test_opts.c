@@ -12,17 +12,18 @@
 
 #include <cmocka.h>
 
+#include "cmdline.h"
 #include "opts.h"
 
 #define ARGV(...) ((char *[]){"clamfs", __VA_ARGS__, NULL})
 #define ARGC(...) ((int)(sizeof(ARGV(__VA_ARGS__)) / sizeof(char *)) - 1)
 #define PARSE(opts, args, err, ...)                                            \
-	opts_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), opts, args, err,      \
-		   sizeof(err))
+	cmdline_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), opts, args, err,   \
+		      sizeof(err))
 
 /*
  * Whether libfuse will see mount option opt: fuse_opt gathers kept options
- * into "-o" "a,b" pairs, and opts_parse adds its own as "-oname".
+ * into "-o" "a,b" pairs, and cmdline_parse adds its own as "-oname".
  */
 static bool has_mount_opt(const struct fuse_args *args, const char *opt)
 {
@@ -185,7 +186,7 @@ static void expect_usage_error(int argc, char **argv, const char *needle)
 	struct clamfs_opts o;
 	char err[256];
 
-	assert_int_equal(opts_parse(argc, argv, &o, &args, err, sizeof(err)),
+	assert_int_equal(cmdline_parse(argc, argv, &o, &args, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, needle));
 	assert_null(strchr(err, '\n'));
@@ -256,7 +257,7 @@ static void test_mount_names_escaped_and_not_overridden(void **state)
 	char err[256];
 
 	assert_int_equal(PARSE(&o, &args, err, "/b", "/m"), 0);
-	assert_int_equal(opts_add_mount_names(&args, "/srv/a,b"), 0);
+	assert_int_equal(cmdline_add_mount_names(&args, "/srv/a,b"), 0);
 	/* a comma inside the path must not split the option list */
 	assert_true(has_arg(&args, "fsname=/srv/a\\,b,subtype=clamfs"));
 	fuse_opt_free_args(&args);
@@ -265,7 +266,7 @@ static void test_mount_names_escaped_and_not_overridden(void **state)
 	assert_int_equal(PARSE(&o, &args, err, "/b", "/m", "-o",
 			       "fsname=mine,subtype=other"),
 			 0);
-	assert_int_equal(opts_add_mount_names(&args, "/b"), 0);
+	assert_int_equal(cmdline_add_mount_names(&args, "/b"), 0);
 	assert_true(has_mount_opt(&args, "fsname=mine"));
 	assert_true(has_mount_opt(&args, "subtype=other"));
 	for (int i = 1; i < args.argc; i++)
