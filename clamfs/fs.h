@@ -15,6 +15,7 @@
 
 #include "dbwatch.h"
 #include "detect.h"
+#include "generation.h"
 #include "inode.h"
 #include "outage.h"
 #include "policy.h"
@@ -76,23 +77,28 @@ struct clamfs_fs {
 	struct timespec started;    /* CLOCK_MONOTONIC */
 	time_t started_wall;	    /* the same instant, since the epoch */
 	struct outage clamd_outage; /* told once each, fs.h's readers */
-	struct runtime *rt; /* the configurations in force (runtime.c) */
+	struct runtime *rt; /* reloads and the service thread (runtime.c) */
+	struct generations *gens; /* the configuration in force */
 };
 
 /*
- * A pin on the configuration in force: while it is held, nothing that
- * fs_policy(), fs_vcache() and fs_detect() return, nor the clamd pool a
- * scan runs on, is freed, however many SIGHUPs replace them (runtime.c).
- * A request pins once before its first such read and unpins after its
- * last, from any thread: a waiting scan carries its pin to the scanner
- * thread. fs_pin costs a short mutex and an atomic increment.
+ * A pin on the configuration in force (generation.h): what fs_policy(),
+ * fs_vcache() and fs_detect() return stays valid while it is held.
  */
-struct generation;
-struct generation *fs_pin(struct clamfs_fs *fs);
-/* Drops a pin; may free retired configurations. NULL is a no-op. */
-void fs_unpin(struct generation *pin);
-/* The clamd backends of the pinned configuration; valid under the pin. */
-struct cdp_fleet *fs_fleet(struct generation *pin);
+static inline struct generation *fs_pin(struct clamfs_fs *fs)
+{
+	return gen_pin(fs->gens);
+}
+
+static inline void fs_unpin(struct generation *pin)
+{
+	gen_unpin(pin);
+}
+
+static inline struct cdp_fleet *fs_fleet(struct generation *pin)
+{
+	return gen_fleet(pin);
+}
 
 /*
  * Settings a SIGHUP may replace while requests run: the current ones.

@@ -22,6 +22,7 @@
 #include "ahead.h"
 #include "cmdline.h"
 #include "dbwatch.h"
+#include "generation.h"
 #include "log.h"
 #include "mountpoint.h"
 #include "notify.h"
@@ -30,46 +31,13 @@
 #include "poolcfg.h"
 #include "scanner_clamd.h"
 
-/*
- * One configuration as loaded and the objects it put in force. Its
- * references: one of the runtime while it is current, one of its
- * predecessor until that is freed, one per pin. So generations are freed
- * oldest first, and a pin keeps every newer generation alive too: what a
- * pinned request reads later from the fs (the newest objects), and the
- * pool the scan queue took for its scan after the pin, are covered.
- */
-struct generation {
-	unsigned int refs;	 /* __atomic */
-	struct generation *next; /* the successor once retired */
-	struct clamfs_opts *opts;
-	bool owns_opts; /* not the first: that one is main()'s */
-	struct fuse_args args;
-	/*
-	 * In use by this generation. One a reload keeps moves on to the
-	 * successor, which then frees it: it lives as long as the newest.
-	 */
-	struct cdp_fleet *fleet; /* the clamd backends */
-	struct vcache *vcache;
-	struct detect *detect;
-	bool owns_fleet, owns_vcache, owns_detect;
-	/*
-	 * Its fleet reaches other clamds than its predecessor's, or the same
-	 * addresses trusted otherwise: their verdicts are not carried over.
-	 * Timeouts and connection counts alone keep them.
-	 */
-	bool other_clamds;
-	/* the TLS files as fleet loaded them: a reload reads new ones */
-	struct poolcfg_tls_stamp tls_stamp;
-};
-
 struct runtime {
 	struct clamfs_fs *fs;
 	const char *mountpoint;
 	int argc;
 	char **argv;
-	pthread_mutex_t lock;	  /* reloads against each other */
-	pthread_mutex_t pin_lock; /* current against pins */
-	struct generation *current;
+	pthread_mutex_t lock; /* reloads against each other */
+	struct generations *gens;
 	struct dbwatch *dbwatch;
 	pthread_t sig_thread;
 	bool sig_thread_started;
@@ -79,66 +47,6 @@ struct runtime {
 	bool use_store;		     /* verdict_store= passed the checks */
 	bool said_unmounted;
 };
-
-static struct generation *generation_new(void)
-{
-	struct generation *g = calloc(1, sizeof(*g));
-
-	if (g)
-		g->refs = 1; /* the runtime's, as current */
-	return g;
-}
-
-static void generation_free(struct generation *g)
-{
-	if (g->owns_fleet)
-		cdp_fleet_free(g->fleet);
-	if (g->owns_vcache)
-		vcache_free(g->vcache);
-	if (g->owns_detect)
-		detect_free(g->detect);
-	if (g->owns_opts) {
-		fuse_opt_free_args(&g->args);
-		opts_free(g->opts);
-		free(g->opts);
-	}
-	free(g);
-}
-
-struct generation *fs_pin(struct clamfs_fs *fs)
-{
-	struct runtime *rt = fs->rt;
-	struct generation *g;
-
-	if (!rt)
-		return NULL;
-	/*
-	 * Reading current and counting the pin are one step: between the
-	 * two a reload could retire the generation and its last holder free
-	 * it.
-	 */
-	pthread_mutex_lock(&rt->pin_lock);
-	g = rt->current;
-	__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&rt->pin_lock);
-	return g;
-}
-
-void fs_unpin(struct generation *g)
-{
-	/* a freed generation lets go of its successor */
-	while (g && __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		struct generation *next = g->next;
-
-		generation_free(g);
-		g = next;
-	}
-}
-
-struct cdp_fleet *fs_fleet(struct generation *pin)
-{
-	return pin ? pin->fleet : NULL;
-}
 
 /* The scan queue reports each scan's duration for the histogram. */
 static void observe_scan(void *stats, uint64_t usec)
@@ -341,12 +249,16 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 	rt->fs = fs;
 	rt->mountpoint = mountpoint;
 	pthread_mutex_init(&rt->lock, NULL);
-	pthread_mutex_init(&rt->pin_lock, NULL);
 	fs->rt = rt;
 	fs->quarantine_fd = -1;
-	g = rt->current = generation_new();
+	g = generation_new();
 	if (!g)
 		goto nomem;
+	if (generations_new(g, &rt->gens) != 0) {
+		generation_free(g);
+		goto nomem;
+	}
+	fs->gens = rt->gens;
 	g->opts = (struct clamfs_opts *)opts; /* the caller's */
 	if (check_config(opts, NULL, fs->backend_path, mountpoint,
 			 &fs->scan_mode, err, sizeof(err)) != 0) {
@@ -427,7 +339,7 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
-		if (ping_any(rt->current->fleet, &res) == 0) {
+		if (ping_any(generations_current(rt->gens)->fleet, &res) == 0) {
 			if (said)
 				log_info("clamd answers; going ahead");
 			return 0;
@@ -585,7 +497,7 @@ static void say_if_clamd_silent(struct runtime *rt)
 {
 	struct cdp_result res = {0};
 
-	if (ping_any(rt->current->fleet, &res) == 0)
+	if (ping_any(generations_current(rt->gens)->fleet, &res) == 0)
 		return;
 	log_err("clamd is not answering: %s: every open that needs a scan is "
 		"refused (or served unscanned where on_error=allow) until it "
@@ -603,7 +515,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 		.outage = &rt->fs->clamd_outage,
 	};
 	struct scanq_config qcfg = {0};
-	struct clamfs_opts *opts = rt->current->opts;
+	struct clamfs_opts *opts = generations_current(rt->gens)->opts;
 	sigset_t quit;
 	int ret;
 
@@ -636,7 +548,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 		rt->argc = argc + 2;
 		rt->argv = rt->argv_copy;
 	}
-	qcfg.fleet = rt->current->fleet;
+	qcfg.fleet = generations_current(rt->gens)->fleet;
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
 	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
@@ -646,7 +558,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	qcfg.hold_arg = rt->fs;
 	qcfg.observe = observe_scan;
 	qcfg.observe_arg = &rt->fs->stats;
-	ret = cdp_fleet_start(rt->current->fleet);
+	ret = cdp_fleet_start(generations_current(rt->gens)->fleet);
 	if (ret)
 		return ret;
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
@@ -698,7 +610,8 @@ void runtime_free(struct runtime *rt)
 	 * frees the whole chain. A generation a leaked pin still held would
 	 * stay, for the leak checker to name.
 	 */
-	fs_unpin(rt->current);
+	generations_free(rt->gens);
+	rt->fs->gens = NULL;
 	rt->fs->rt = NULL;
 	rt->fs->policy = NULL;
 	rt->fs->vcache = NULL;
@@ -706,7 +619,6 @@ void runtime_free(struct runtime *rt)
 	if (rt->fs->quarantine_fd >= 0)
 		close(rt->fs->quarantine_fd);
 	rt->fs->quarantine_fd = -1;
-	pthread_mutex_destroy(&rt->pin_lock);
 	pthread_mutex_destroy(&rt->lock);
 	free(rt->argv_copy);
 	free(rt->config_arg);
@@ -883,13 +795,7 @@ static void publish(struct runtime *rt, struct generation *g,
 		vstore_clear(fs->vstore);
 		stats_inc(&fs->stats, STAT_CACHE_CLEARS);
 	}
-	pthread_mutex_lock(&rt->pin_lock);
-	rt->current = next;
-	pthread_mutex_unlock(&rt->pin_lock);
-	/* set before the runtime's reference goes: g's last unpin reads it */
-	g->next = next;
-	__atomic_add_fetch(&next->refs, 1, __ATOMIC_RELAXED);
-	fs_unpin(g);
+	generations_publish(rt->gens, next);
 }
 
 int runtime_reload(struct runtime *rt, const char *why, char *msg,
@@ -902,7 +808,7 @@ int runtime_reload(struct runtime *rt, const char *why, char *msg,
 
 	pthread_mutex_lock(&rt->lock);
 	/* only a reload changes current, and it holds rt->lock */
-	g = rt->current;
+	g = generations_current(rt->gens);
 	ret = reload_build(rt, g, &next, &mode, err, sizeof(err));
 	if (ret) {
 		snprintf(msg, msg_len,

@@ -3,7 +3,7 @@
 foreach(t test_opts test_inode test_nodeid test_mountpoint test_vcache
 		test_policy test_action test_config test_log test_scanq test_creds
 		test_clamdconf test_qrecord test_escape test_writers test_tsgrain
-		test_vstore test_fdlimit)
+		test_vstore test_fdlimit test_generation)
 	clamfs_unit_test(${t})
 	target_link_libraries(${t} PRIVATE clamfs_core)
 endforeach()
