@@ -2,7 +2,8 @@
 /*
  * Interfaces shared between clamdproto's files but not part of its API:
  * the reply framer (pure, unit-tested and fuzzed), one connection's I/O with
- * deadlines, cancellation hooks, and result helpers.
+ * deadlines, cancellation hooks, result helpers, and the command codec the
+ * pool runs on a connection.
  */
 #ifndef CDP_INTERNAL_H
 #define CDP_INTERNAL_H
@@ -175,5 +176,47 @@ int cdp_conn_send_fd(struct cdp_conn *conn, int fd, int64_t deadline,
  */
 int cdp_conn_read(struct cdp_conn *conn, size_t max, int64_t deadline,
 		  struct cdp_cancel *cancel, const char **line, size_t *len);
+
+/* ---------------------------------------------------------- command.c */
+
+enum cdp_cmd_kind {
+	CDP_CMD_FILDES,
+	CDP_CMD_INSTREAM_FD,
+	CDP_CMD_INSTREAM_BUF,
+	CDP_CMD_SCAN,
+	CDP_CMD_PING,
+	CDP_CMD_VERSION,
+	CDP_CMD_STATS,
+};
+
+/* One command: what it scans (by kind), or where its answer goes. */
+struct cdp_cmd {
+	enum cdp_cmd_kind kind;
+	int fd;
+	const void *buf;
+	size_t len;
+	const char *path;
+	/* outputs of the non-scan commands */
+	struct cdp_version *ver;
+	char **stats;
+};
+
+/* What the codec takes from its pool's configuration. */
+struct cdp_cmd_env {
+	int io_timeout_ms; /* each send, and the reply of a non-scan */
+	size_t chunk_size; /* INSTREAM */
+	const char *shown; /* the address, for messages */
+};
+
+/*
+ * Sends @cmd on @conn and reads its outcome into @res, by @deadline (a
+ * scan's reply; sends and other replies also by env->io_timeout_ms).
+ * Marks @conn broken when it must not be reused. Returns 0, or -ESTALE
+ * when the (reused) session was found dead before it answered (@res then
+ * says so, as CDP_ERR_CONNECT).
+ */
+int cdp_cmd_run(const struct cdp_cmd_env *env, struct cdp_conn *conn,
+		bool reused, const struct cdp_cmd *cmd, int64_t deadline,
+		struct cdp_cancel *cancel, struct cdp_result *res);
 
 #endif /* CDP_INTERNAL_H */
