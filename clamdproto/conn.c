@@ -67,46 +67,60 @@ int cdp_wait(int fd, short events, int64_t deadline, struct cdp_cancel *cancel)
 	}
 }
 
-int cdp_conn_open(const struct cdp_addr *addr, struct cdp_tls *tls,
-		  int64_t deadline, struct cdp_cancel *cancel,
-		  struct cdp_conn **connp, char *why, size_t whylen)
+int cdp_conn_adopt(int fd, bool is_unix, struct cdp_tls *tls, const char *host,
+		   int64_t deadline, struct cdp_cancel *cancel,
+		   struct cdp_conn **connp, char *why, size_t whylen)
 {
 	struct cdp_conn *conn;
-	int fd, rc;
+	int rc;
 
 	if (whylen)
 		why[0] = '\0';
-	if (cdp_addr_kind(addr) == CDP_ADDR_TLS && !tls)
-		return -EINVAL; /* never fall back to plain text */
 	conn = calloc(1, sizeof(*conn));
-	if (!conn)
-		return -ENOMEM;
+	if (!conn) {
+		rc = -ENOMEM;
+		goto out_close;
+	}
 	rc = cdp_rbuf_init(&conn->rb, CDP_STATS_MAX + 32);
 	if (rc)
 		goto out_free;
-	fd = cdp_addr_connect(addr, deadline, cancel);
-	if (fd < 0) {
-		rc = fd;
-		goto out_rbuf;
-	}
 	conn->fd = fd;
-	conn->is_unix = cdp_addr_kind(addr) == CDP_ADDR_UNIX;
+	conn->is_unix = is_unix;
 	conn->next_id = 1;
-	if (cdp_addr_kind(addr) == CDP_ADDR_TLS) {
-		rc = cdp_tls_connect(tls, fd, cdp_addr_host(addr), deadline,
-				     cancel, &conn->ssl, why, whylen);
+	if (tls) {
+		rc = cdp_tls_connect(tls, fd, host, deadline, cancel,
+				     &conn->ssl, why, whylen);
 		if (rc)
-			goto out_close;
+			goto out_rbuf;
 	}
 	*connp = conn;
 	return 0;
-out_close:
-	close(fd);
 out_rbuf:
 	cdp_rbuf_free(&conn->rb);
 out_free:
 	free(conn);
+out_close:
+	close(fd);
 	return rc;
+}
+
+int cdp_conn_open(const struct cdp_addr *addr, struct cdp_tls *tls,
+		  int64_t deadline, struct cdp_cancel *cancel,
+		  struct cdp_conn **connp, char *why, size_t whylen)
+{
+	bool is_tls = cdp_addr_kind(addr) == CDP_ADDR_TLS;
+	int fd;
+
+	if (whylen)
+		why[0] = '\0';
+	if (is_tls && !tls)
+		return -EINVAL; /* never fall back to plain text */
+	fd = cdp_addr_connect(addr, deadline, cancel);
+	if (fd < 0)
+		return fd;
+	return cdp_conn_adopt(fd, cdp_addr_kind(addr) == CDP_ADDR_UNIX,
+			      is_tls ? tls : NULL, cdp_addr_host(addr),
+			      deadline, cancel, connp, why, whylen);
 }
 
 void cdp_conn_close(struct cdp_conn *conn)

@@ -145,6 +145,13 @@ struct cdp_conn {
 int cdp_conn_open(const struct cdp_addr *addr, struct cdp_tls *tls,
 		  int64_t deadline, struct cdp_cancel *cancel,
 		  struct cdp_conn **connp, char *why, size_t whylen);
+/*
+ * The same for a socket already connected (non-blocking, close-on-exec):
+ * takes @fd, closed on failure too. With @tls, shakes hands as @host.
+ */
+int cdp_conn_adopt(int fd, bool is_unix, struct cdp_tls *tls, const char *host,
+		   int64_t deadline, struct cdp_cancel *cancel,
+		   struct cdp_conn **connp, char *why, size_t whylen);
 void cdp_conn_close(struct cdp_conn *conn);
 /* Best-effort "zEND" on an idle session before closing it; never waits. */
 void cdp_conn_goodbye(struct cdp_conn *conn);
