@@ -131,7 +131,8 @@ static int read_reply(const struct cdp_cmd_env *env, struct cdp_conn *conn,
 
 	rc = cdp_conn_read(conn, max + (conn->session ? 16 : 0), deadline,
 			   cancel, line, len);
-	if (rc == -ENODATA && reused) {
+	/* closed before a byte of reply; reset when our command sat unread */
+	if ((rc == -ENODATA || rc == -ECONNRESET) && reused) {
 		conn->broken = true;
 		return dead_session(env, res);
 	}
