@@ -9,7 +9,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -303,6 +305,48 @@ static void cancel_when_asked(struct fake *f)
 		;
 }
 
+/* Answers "PONG" one byte per write: the reader reassembles it. */
+static void ping_byte_by_byte(struct fake *f)
+{
+	static const char reply[] = "PONG";
+
+	if (!expect_bytes(f, NUL_STR("zPING")))
+		f->ok = false;
+	for (size_t i = 0; i < sizeof(reply); i++) {
+		answer(f, reply + i, 1);
+		sched_yield();
+	}
+}
+
+/* Takes a large buffer in small reads, then echoes its length. */
+static void slow_reader(struct fake *f)
+{
+	size_t want = *(const size_t *)f->arg, got = 0;
+	char buf[1000];
+
+	while (got < want) {
+		ssize_t n = read(f->fd, buf, sizeof(buf));
+
+		if (n <= 0) {
+			f->ok = false;
+			return;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] != (char)((got + (size_t)i) % 251))
+				f->ok = false;
+		got += (size_t)n;
+	}
+	answer(f, NUL_STR("done"));
+}
+
+/* Writes once to an idle session, then waits for zEND. */
+static void idle_then_goodbye(struct fake *f)
+{
+	answer(f, NUL_STR("unasked"));
+	if (!expect_bytes(f, NUL_STR("zEND")))
+		f->ok = false;
+}
+
 /* --- cases --- */
 
 static void test_ping(void **state)
@@ -538,6 +582,60 @@ static void test_cancel_ends_the_wait(void **state)
 	(void)state;
 }
 
+/* conn.c: replies in pieces, sends the peer takes in pieces. */
+static void test_conn_partial_io(void **state)
+{
+	struct cdp_cmd ping = {.kind = CDP_CMD_PING};
+	size_t len = 3 << 20;
+	char *big = malloc(len);
+	struct cdp_result res;
+	struct cdp_conn *conn;
+	const char *line;
+	size_t n;
+	struct fake f;
+
+	assert_non_null(big);
+	run_fake(&f, ping_byte_by_byte, NULL, &ping, false, false, &res);
+	assert_true(f.ok);
+	assert_int_equal(res.verdict, CDP_CLEAN);
+
+	for (size_t i = 0; i < len; i++)
+		big[i] = (char)(i % 251);
+	conn = connect_fake(&f, slow_reader, &len, NULL);
+	assert_int_equal(
+		cdp_conn_send(conn, big, len, cdp_deadline(20000), NULL, false),
+		0);
+	assert_int_equal(cdp_conn_read(conn, CDP_TEXT_MAX, cdp_deadline(20000),
+				       NULL, &line, &n),
+			 0);
+	assert_int_equal(n, 4);
+	assert_memory_equal(line, "done", 4);
+	cdp_conn_close(conn);
+	join_fake(&f);
+	assert_true(f.ok);
+	free(big);
+	(void)state;
+}
+
+/* An idle session that clamd wrote to has input; goodbye sends zEND. */
+static void test_conn_idle_input_and_goodbye(void **state)
+{
+	struct cdp_conn *conn;
+	struct fake f;
+
+	conn = connect_fake(&f, idle_then_goodbye, NULL, NULL);
+	/* the fake writes first; wait for it with a bounded poll */
+	assert_int_equal(
+		cdp_wait(conn->fd, POLLIN, cdp_deadline(10000), NULL) > 0, 1);
+	assert_true(cdp_conn_has_input(conn));
+	cdp_conn_goodbye(conn);
+	shutdown(conn->fd, SHUT_WR); /* a missing zEND fails, not hangs */
+	join_fake(&f);
+	assert_true(f.ok);
+	cdp_conn_close(conn);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -551,6 +649,8 @@ int main(void)
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_scan_worst_line_wins),
 		cmocka_unit_test(test_cancel_ends_the_wait),
+		cmocka_unit_test(test_conn_partial_io),
+		cmocka_unit_test(test_conn_idle_input_and_goodbye),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
