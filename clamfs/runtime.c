@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "ahead.h"
+#include "checks.h"
 #include "cmdline.h"
 #include "dbwatch.h"
 #include "generation.h"
@@ -78,103 +78,6 @@ static int ping_any(struct cdp_fleet *fleet, struct cdp_result *res)
 	return ret;
 }
 
-static bool str_differs(const char *a, const char *b)
-{
-	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
-}
-
-/*
- * dir's real path; dir itself may not exist yet (startup creates it), its
- * parent must. NULL with errno set.
- */
-static char *real_dir_path(const char *dir)
-{
-	char *real = realpath(dir, NULL), *a = NULL, *b = NULL, *parent;
-	int saved;
-
-	if (real || errno != ENOENT)
-		return real;
-	a = strdup(dir);
-	b = strdup(dir);
-	if (!a || !b)
-		goto out;
-	parent = realpath(dirname(a), NULL);
-	if (parent &&
-	    asprintf(&real, "%s/%s", strcmp(parent, "/") ? parent : "",
-		     basename(b)) < 0)
-		real = NULL;
-	free(parent);
-out:
-	saved = errno;
-	free(a);
-	free(b);
-	errno = saved;
-	return real;
-}
-
-/* Quarantined files inside the backend would still be served. */
-static int check_quarantine_dir(const char *dir, const char *backend, char *err,
-				size_t errlen)
-{
-	size_t blen = strlen(backend);
-	char *real = real_dir_path(dir);
-	int ret = 0;
-
-	if (!real) {
-		snprintf(err, errlen, "quarantine_dir %s: %s", dir,
-			 strerror(errno));
-		return -1;
-	}
-	if (strncmp(real, backend, blen) == 0 &&
-	    (real[blen] == '/' || real[blen] == '\0' || blen == 1)) {
-		snprintf(err, errlen,
-			 "quarantine_dir %s: must be outside the backend %s",
-			 dir, backend);
-		ret = -1;
-	}
-	free(real);
-	return ret;
-}
-
-/*
- * The rules a configuration must pass to be put in force, at startup and
- * on SIGHUP alike, for the mount of backend on mountpoint (real paths).
- * running is the configuration in force, NULL at startup: its quarantine
- * directory was checked when it was opened. Fills *mode with the scan mode
- * opts resolves to. 0, or -1 with a one-line reason in err.
- */
-static int check_config(const struct clamfs_opts *opts,
-			const struct clamfs_opts *running, const char *backend,
-			const char *mountpoint, enum scan_mode *mode, char *err,
-			size_t errlen)
-{
-	if (poolcfg_check(opts, mode, err, errlen) != 0)
-		return -1;
-	/*
-	 * clamd's open of the path would come back through the mount (a
-	 * deadlock), and our stat of it sees the mount's file, never the one
-	 * scanned: every open would fail.
-	 */
-	if (*mode == SCAN_MODE_PATH && strcmp(backend, mountpoint) == 0) {
-		snprintf(err, errlen,
-			 "scan_mode=path cannot scan a backend mounted over "
-			 "itself; use fdpass or stream");
-		return -1;
-	}
-	if (opts->policy.on_infected == INFECTED_QUARANTINE &&
-	    (!running ||
-	     str_differs(running->quarantine_dir, opts->quarantine_dir)))
-		return check_quarantine_dir(opts->quarantine_dir, backend, err,
-					    errlen);
-	return 0;
-}
-
-/* The store serves what the cache would: nothing when it is off. */
-static unsigned int store_ttl(const struct clamfs_opts *opts)
-{
-	return opts->cache_entries ? opts->cache_ttl : 0;
-}
-
 /*
  * A directory others may write fails the mount (anybody who may write it
  * could mark files clean): checked here, before the mount. The store is
@@ -184,7 +87,7 @@ static int check_store(struct runtime *rt, const struct clamfs_opts *opts)
 {
 	int ret;
 
-	rt->fs->store_ttl = store_ttl(opts);
+	rt->fs->store_ttl = config_store_ttl(opts);
 	if (!opts->verdict_store)
 		return 0;
 	if (!opts->version_check) {
@@ -260,8 +163,8 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 	}
 	fs->gens = rt->gens;
 	g->opts = (struct clamfs_opts *)opts; /* the caller's */
-	if (check_config(opts, NULL, fs->backend_path, mountpoint,
-			 &fs->scan_mode, err, sizeof(err)) != 0) {
+	if (config_check_mount(opts, NULL, fs->backend_path, mountpoint,
+			       &fs->scan_mode, err, sizeof(err)) != 0) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
@@ -654,8 +557,8 @@ static int reload_build(struct runtime *rt, const struct generation *g,
 	if (ret)
 		goto out;
 	ret = -EINVAL;
-	if (check_config(n, o, fs->backend_path, rt->mountpoint, mode, err,
-			 err_len) != 0)
+	if (config_check_mount(n, o, fs->backend_path, rt->mountpoint, mode,
+			       err, err_len) != 0)
 		goto out;
 	/* the quarantine fd stays: the action needs it as it was opened */
 	if (n->policy.on_infected == INFECTED_QUARANTINE &&
@@ -736,7 +639,7 @@ static bool reload_describe(const struct generation *g,
 	optable_name_changes(o, n, RELOAD_REMOUNT, remount, remount_len);
 	/* quarantine_dir is opened at mount: starting to use it needs one */
 	if (quarantined != (n->policy.on_infected == INFECTED_QUARANTINE) &&
-	    !str_differs(o->quarantine_dir, n->quarantine_dir))
+	    !config_str_differs(o->quarantine_dir, n->quarantine_dir))
 		snprintf(remount + strlen(remount),
 			 remount_len - strlen(remount), "%squarantine_dir",
 			 remount[0] ? ", " : "");
@@ -784,7 +687,7 @@ static void publish(struct runtime *rt, struct generation *g,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&fs->scan_ahead_dirs, next->opts->scan_ahead_dirs,
 			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->store_ttl, store_ttl(next->opts),
+	__atomic_store_n(&fs->store_ttl, config_store_ttl(next->opts),
 			 __ATOMIC_RELAXED);
 	if (next->other_clamds) {
 		/*
