@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime.h"
 #include "request.h"
 
 #define OUTCOME_MAX 2048
@@ -102,11 +101,18 @@ void control_set(fuse_req_t req, fuse_ino_t ino, const char *name,
 			ret = -EINVAL;
 			goto out;
 		}
-		ret = runtime_reload_notified(fs->rt, "reload request", msg,
-					      sizeof(msg));
+		ret = fs->commands.reload
+			      ? fs->commands.reload(fs->commands.arg,
+						    "reload request", msg,
+						    sizeof(msg))
+			      : -EAGAIN;
+		if (ret == -EAGAIN)
+			snprintf(msg, sizeof(msg), "not serving yet");
 		outcome_store(value, size, msg);
 	} else if (strcmp(name, CONTROL_DROP_CACHE) == 0) {
-		runtime_drop_cache(fs->rt, "drop-cache request");
+		if (fs->commands.drop_cache)
+			fs->commands.drop_cache(fs->commands.arg,
+						"drop-cache request");
 	} else {
 		ret = -EPERM; /* the pid and the stats are read-only */
 	}

@@ -24,8 +24,19 @@
 #include "vcache.h"
 #include "vstore.h"
 
-struct runtime;
 struct ahead;
+
+/*
+ * What an administrator's command through the mount (control.c) does:
+ * set by the daemon's runtime, unset (NULL) before it runs and after.
+ */
+struct fs_commands {
+	/* reload.h's reload_run: 0 or -errno, the outcome in msg */
+	int (*reload)(void *arg, const char *why, char *msg, size_t len);
+	/* forget every cached verdict */
+	void (*drop_cache)(void *arg, const char *why);
+	void *arg;
+};
 
 struct clamfs_fs {
 	struct fuse_session *se; /* for kernel cache notifications */
@@ -77,7 +88,7 @@ struct clamfs_fs {
 	struct timespec started;    /* CLOCK_MONOTONIC */
 	time_t started_wall;	    /* the same instant, since the epoch */
 	struct outage clamd_outage; /* told once each, fs.h's readers */
-	struct runtime *rt; /* reloads and the service thread (runtime.c) */
+	struct fs_commands commands;
 	struct generations *gens; /* the configuration in force */
 };
 

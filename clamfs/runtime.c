@@ -20,29 +20,24 @@
 
 #include "ahead.h"
 #include "checks.h"
-#include "cmdline.h"
 #include "dbwatch.h"
 #include "generation.h"
 #include "log.h"
 #include "mountpoint.h"
 #include "notify.h"
 #include "open.h"
-#include "optable.h"
 #include "poolcfg.h"
+#include "reload.h"
 #include "scanner_clamd.h"
 
 struct runtime {
 	struct clamfs_fs *fs;
 	const char *mountpoint;
-	int argc;
-	char **argv;
-	pthread_mutex_t lock; /* reloads against each other */
 	struct generations *gens;
+	struct reload *reload;
 	struct dbwatch *dbwatch;
 	pthread_t sig_thread;
 	bool sig_thread_started;
-	char **argv_copy; /* argv with the config file made absolute */
-	char *config_arg;
 	unsigned long long mount_id; /* ours, 0 when not known */
 	bool use_store;		     /* verdict_store= passed the checks */
 	bool said_unmounted;
@@ -151,8 +146,6 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 		goto nomem;
 	rt->fs = fs;
 	rt->mountpoint = mountpoint;
-	pthread_mutex_init(&rt->lock, NULL);
-	fs->rt = rt;
 	fs->quarantine_fd = -1;
 	g = generation_new();
 	if (!g)
@@ -270,20 +263,6 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 	}
 }
 
-void runtime_drop_cache(struct runtime *rt, const char *why)
-{
-	struct generation *pin = fs_pin(rt->fs);
-
-	vcache_clear(fs_vcache(rt->fs));
-	/* after the cache: see maybe_cache() in open.c */
-	vstore_clear(rt->fs->vstore);
-	fs_unpin(pin);
-	stats_inc(&rt->fs->stats, STAT_CACHE_CLEARS);
-	log_info("%s: verdict cache dropped, every file is scanned again at "
-		 "its next open",
-		 why);
-}
-
 /*
  * What `systemctl status clamfs@share` shows under the unit, refreshed
  * every STATUS_SECONDS: is clamd there, and what the gate has done.
@@ -360,9 +339,10 @@ static void *signal_main(void *arg)
 		if (sig == SIGQUIT)
 			return NULL;
 		if (sig == SIGUSR1)
-			runtime_drop_cache(rt, "SIGUSR1");
+			reload_drop_verdicts(rt->fs, "SIGUSR1");
 		else
-			runtime_reload_notified(rt, "SIGHUP", msg, sizeof(msg));
+			reload_run_notified(rt->reload, "SIGHUP", msg,
+					    sizeof(msg));
 	}
 }
 
@@ -385,11 +365,23 @@ static void watch_unpin(void *arg, void *pin)
 static void watch_drop_verdicts(void *arg)
 {
 	struct runtime *rt = arg;
-	struct generation *pin = fs_pin(rt->fs);
 
-	vcache_clear(fs_vcache(rt->fs));
-	vstore_clear(rt->fs->vstore);
-	fs_unpin(pin);
+	reload_drop_verdicts(rt->fs, NULL);
+}
+
+/* An administrator's command through the mount (control.c). */
+static int command_reload(void *arg, const char *why, char *msg, size_t len)
+{
+	struct runtime *rt = arg;
+
+	return reload_run_notified(rt->reload, why, msg, len);
+}
+
+static void command_drop_cache(void *arg, const char *why)
+{
+	struct runtime *rt = arg;
+
+	reload_drop_verdicts(rt->fs, why);
 }
 
 /*
@@ -422,35 +414,18 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	sigset_t quit;
 	int ret;
 
-	rt->argc = argc;
-	rt->argv = argv;
 	if (mountpoint_top_id(MOUNTINFO_SELF, rt->mountpoint, &rt->mount_id) !=
 	    1)
 		rt->mount_id = 0;
-	/*
-	 * The daemon's cwd is "/" by now: a relative config= on the command
-	 * line is appended again as the absolute path cmdline_parse resolved;
-	 * the last config= is the one read.
-	 */
-	if (opts->config) {
-		char *escaped = NULL;
-
-		if (fuse_opt_add_opt_escaped(&escaped, opts->config) == -1)
-			return -ENOMEM;
-		if (asprintf(&rt->config_arg, "config=%s", escaped) < 0) {
-			free(escaped);
-			return -ENOMEM;
-		}
-		free(escaped);
-		rt->argv_copy = calloc((size_t)argc + 3, sizeof(char *));
-		if (!rt->argv_copy)
-			return -ENOMEM;
-		memcpy(rt->argv_copy, argv, sizeof(char *) * (size_t)argc);
-		rt->argv_copy[argc] = "-o";
-		rt->argv_copy[argc + 1] = rt->config_arg;
-		rt->argc = argc + 2;
-		rt->argv = rt->argv_copy;
-	}
+	ret = reload_new(rt->fs, rt->gens, rt->mountpoint, argc, argv,
+			 opts->config, &rt->reload);
+	if (ret)
+		return ret;
+	rt->fs->commands = (struct fs_commands){
+		.reload = command_reload,
+		.drop_cache = command_drop_cache,
+		.arg = rt,
+	};
 	qcfg.fleet = generations_current(rt->gens)->fleet;
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
@@ -515,245 +490,13 @@ void runtime_free(struct runtime *rt)
 	 */
 	generations_free(rt->gens);
 	rt->fs->gens = NULL;
-	rt->fs->rt = NULL;
+	rt->fs->commands = (struct fs_commands){0};
 	rt->fs->policy = NULL;
 	rt->fs->vcache = NULL;
 	rt->fs->detect = NULL;
 	if (rt->fs->quarantine_fd >= 0)
 		close(rt->fs->quarantine_fd);
 	rt->fs->quarantine_fd = -1;
-	pthread_mutex_destroy(&rt->lock);
-	free(rt->argv_copy);
-	free(rt->config_arg);
+	reload_free(rt->reload);
 	free(rt);
-}
-
-/*
- * The generation a reload would put in force in place of g: the
- * configuration read again (rt's argv, so -o options still win over the
- * file), checked by startup's rules, and new objects for what changed
- * under them (the option table's reload column); what is unchanged stays
- * g's until publish moves it on. 0 and *out, or -errno and why in err.
- */
-static int reload_build(struct runtime *rt, const struct generation *g,
-			struct generation **out, enum scan_mode *mode,
-			char *err, size_t err_len)
-{
-	const struct clamfs_opts *o = g->opts, *n;
-	struct generation *next = generation_new();
-	struct clamfs_fs *fs = rt->fs;
-	int ret = -ENOMEM;
-
-	snprintf(err, err_len, "no memory");
-	if (!next)
-		goto out;
-	next->opts = calloc(1, sizeof(*next->opts));
-	if (!next->opts)
-		goto out;
-	next->owns_opts = true; /* cmdline_parse empties it when it fails */
-	n = next->opts;
-	ret = cmdline_parse(rt->argc, rt->argv, next->opts, &next->args, err,
-			    err_len);
-	if (ret)
-		goto out;
-	ret = -EINVAL;
-	if (config_check_mount(n, o, fs->backend_path, rt->mountpoint, mode,
-			       err, err_len) != 0)
-		goto out;
-	/* the quarantine fd stays: the action needs it as it was opened */
-	if (n->policy.on_infected == INFECTED_QUARANTINE &&
-	    fs->quarantine_fd < 0) {
-		snprintf(err, err_len,
-			 "on_infected=quarantine needs a remount "
-			 "(quarantine_dir was not open)");
-		goto out;
-	}
-	/* the fleet it keeps, or the one made from the files as stamped */
-	poolcfg_tls_stamp(n, &next->tls_stamp);
-	next->other_clamds =
-		optable_differs(o, n, RELOAD_POOL) ||
-		memcmp(&next->tls_stamp, &g->tls_stamp, sizeof(g->tls_stamp));
-	if (next->other_clamds || optable_differs(o, n, RELOAD_FLEET)) {
-		ret = poolcfg_new(n, 0, mode, &next->fleet, err, err_len);
-		if (ret)
-			goto out;
-		next->owns_fleet = true;
-		ret = cdp_fleet_start(next->fleet);
-		if (ret) {
-			snprintf(err, err_len, "cannot start the prober: %s",
-				 strerror(-ret));
-			goto out;
-		}
-	}
-	ret = -ENOMEM;
-	if (optable_differs(o, n, RELOAD_CACHE)) {
-		next->vcache =
-			vcache_new(n->cache_entries, n->cache_ttl, NULL, NULL);
-		if (!next->vcache) {
-			snprintf(err, err_len, "no memory for the new cache");
-			goto out;
-		}
-		next->owns_vcache = true;
-	}
-	if (optable_differs(o, n, RELOAD_HOOK)) {
-		next->detect = detect_new(n->infected_cmd, n->infected_cmd_rate,
-					  rt->mountpoint, &fs->stats);
-		if (!next->detect) {
-			snprintf(err, err_len, "no memory for the new hook");
-			goto out;
-		}
-		next->owns_detect = true;
-	}
-	*out = next;
-	next = NULL;
-	ret = 0;
-out:
-	if (next)
-		generation_free(next);
-	return ret;
-}
-
-/*
- * What a reload from g to next changes, as "key old->new, ..." in changes
- * (from the option table, and TLS files replaced under the same name), and
- * the names of what it leaves for a remount in remount. Returns whether
- * anything differs.
- */
-static bool reload_describe(const struct generation *g,
-			    const struct generation *next, char *changes,
-			    size_t len, char *remount, size_t remount_len)
-{
-	static const enum opt_reload applied[] = {RELOAD_POOL, RELOAD_FLEET,
-						  RELOAD_CACHE, RELOAD_HOOK,
-						  RELOAD_LIVE};
-	const struct clamfs_opts *o = g->opts, *n = next->opts;
-	bool quarantined = o->policy.on_infected == INFECTED_QUARANTINE;
-
-	changes[0] = remount[0] = '\0';
-	for (size_t i = 0; i < sizeof(applied) / sizeof(applied[0]); i++)
-		optable_describe(o, n, applied[i], changes, len);
-	/* a file replaced under a name that stayed the same */
-	if (!optable_differs(o, n, RELOAD_POOL))
-		poolcfg_tls_describe(&g->tls_stamp, &next->tls_stamp, changes,
-				     len);
-	optable_name_changes(o, n, RELOAD_REMOUNT, remount, remount_len);
-	/* quarantine_dir is opened at mount: starting to use it needs one */
-	if (quarantined != (n->policy.on_infected == INFECTED_QUARANTINE) &&
-	    !config_str_differs(o->quarantine_dir, n->quarantine_dir))
-		snprintf(remount + strlen(remount),
-			 remount_len - strlen(remount), "%squarantine_dir",
-			 remount[0] ? ", " : "");
-	return changes[0] || remount[0];
-}
-
-/*
- * Puts next in force in place of g: what next did not replace moves on to
- * it, requests see its objects from now on, and g is retired, to be freed
- * by its last unpin (maybe this one).
- */
-static void publish(struct runtime *rt, struct generation *g,
-		    struct generation *next, enum scan_mode mode)
-{
-	struct clamfs_fs *fs = rt->fs;
-	bool new_pool = next->fleet != NULL;
-
-#define MOVE_ON(obj)                                                           \
-	do {                                                                   \
-		if (!next->obj) {                                              \
-			next->obj = g->obj;                                    \
-			next->owns_##obj = g->owns_##obj;                      \
-			g->owns_##obj = false;                                 \
-		}                                                              \
-	} while (0)
-	MOVE_ON(fleet);
-	MOVE_ON(vcache);
-	MOVE_ON(detect);
-#undef MOVE_ON
-	/*
-	 * The queue takes the new pool before anybody can pin next: a scan
-	 * runs on the pool of the generation its waiter pinned, or a newer.
-	 */
-	if (new_pool) {
-		fs->scan_mode = mode;
-		scanq_reconfigure_fleet(fs->scanq, next->fleet, mode,
-					(int)next->opts->scan_timeout * 1000);
-	}
-	__atomic_store_n(&fs->vcache, next->vcache, __ATOMIC_RELEASE);
-	__atomic_store_n(&fs->detect, next->detect, __ATOMIC_RELEASE);
-	__atomic_store_n(&fs->policy, &next->opts->policy, __ATOMIC_RELEASE);
-	__atomic_store_n(&fs->scan_on_close, next->opts->scan_on_close,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->scan_ahead, next->opts->scan_ahead,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->scan_ahead_dirs, next->opts->scan_ahead_dirs,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->store_ttl, config_store_ttl(next->opts),
-			 __ATOMIC_RELAXED);
-	if (next->other_clamds) {
-		/*
-		 * Another clamd may have other signatures: verdicts of the
-		 * old one are not trusted.
-		 */
-		vcache_clear(next->vcache);
-		vstore_clear(fs->vstore);
-		stats_inc(&fs->stats, STAT_CACHE_CLEARS);
-	}
-	generations_publish(rt->gens, next);
-}
-
-int runtime_reload(struct runtime *rt, const char *why, char *msg,
-		   size_t msg_len)
-{
-	struct generation *g, *next = NULL;
-	char err[512] = "", changes[2048], remount[512];
-	enum scan_mode mode = rt->fs->scan_mode;
-	int ret;
-
-	pthread_mutex_lock(&rt->lock);
-	/* only a reload changes current, and it holds rt->lock */
-	g = generations_current(rt->gens);
-	ret = reload_build(rt, g, &next, &mode, err, sizeof(err));
-	if (ret) {
-		snprintf(msg, msg_len,
-			 "configuration rejected, nothing changed: %s", err);
-		log_err("%s: %s", why, msg);
-		goto out;
-	}
-	if (!reload_describe(g, next, changes, sizeof(changes), remount,
-			     sizeof(remount))) {
-		/* a reload that changes nothing keeps what is in place */
-		generation_free(next);
-		snprintf(msg, msg_len,
-			 "configuration reloaded (nothing changed)");
-		log_info("%s: %s", why, msg);
-		goto out;
-	}
-	publish(rt, g, next, mode);
-	snprintf(msg, msg_len, "configuration reloaded%s%s",
-		 changes[0] ? ": " : "",
-		 changes[0] ? changes : " (nothing changed)");
-	/* said before a lower level could hide it */
-	log_info("%s: %s", why, msg);
-	log_set_level(next->opts->log_level);
-	if (remount[0]) {
-		log_warn("%s: changed but needs a remount, not applied: %s",
-			 why, remount);
-		snprintf(msg + strlen(msg), msg_len - strlen(msg),
-			 "\nneeds a remount, not applied: %s", remount);
-	}
-out:
-	pthread_mutex_unlock(&rt->lock);
-	return ret;
-}
-
-int runtime_reload_notified(struct runtime *rt, const char *why, char *msg,
-			    size_t msg_len)
-{
-	int ret;
-
-	notify_reloading();
-	ret = runtime_reload(rt, why, msg, msg_len);
-	notify_ready(ret ? "configuration rejected, the previous one stays"
-			 : "configuration reloaded");
-	return ret;
 }

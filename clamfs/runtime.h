@@ -49,22 +49,4 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 /* Stops every thread and frees all, old generations included. */
 void runtime_free(struct runtime *rt);
 
-/*
- * SIGHUP's work, also asked for by `clamfs --reload` (why names the
- * trigger in the log): the configuration is read again and checked by the
- * rules startup applies; one they refuse is logged and changes nothing.
- * What it replaces is freed once the last request pinning it (fs_pin)
- * lets go. Returns 0 when the configuration is in force (msg says what
- * changed), -EINVAL when it was rejected or -ENOMEM (msg says why).
- */
-int runtime_reload(struct runtime *rt, const char *why, char *msg,
-		   size_t msg_len);
-
-/* runtime_reload between systemd's RELOADING=1 and READY=1. */
-int runtime_reload_notified(struct runtime *rt, const char *why, char *msg,
-			    size_t msg_len);
-
-/* SIGUSR1's work, also `clamfs --drop-cache`: forgets every verdict. */
-void runtime_drop_cache(struct runtime *rt, const char *why);
-
 #endif
