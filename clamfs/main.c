@@ -33,6 +33,7 @@
 #include "cmdline.h"
 #include "opts.h"
 #include "runtime.h"
+#include "service.h"
 #include "xmlimport.h"
 #include "procfd.h"
 
@@ -468,7 +469,7 @@ int main(int argc, char *argv[])
 		goto out_scan;
 	ret = EXIT_FAILED;
 	fs.se = se;
-	if (runtime_block_signals() != 0 || fuse_set_signal_handlers(se) != 0)
+	if (service_block_signals() != 0 || fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (opts.clamd_wait &&
 	    runtime_wait_clamd(rt, opts.clamd_wait, se) == -EINTR) {

@@ -9,8 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +21,11 @@
 #include "dbwatch.h"
 #include "generation.h"
 #include "log.h"
-#include "mountpoint.h"
-#include "notify.h"
 #include "open.h"
 #include "poolcfg.h"
 #include "reload.h"
 #include "scanner_clamd.h"
+#include "service.h"
 
 struct runtime {
 	struct clamfs_fs *fs;
@@ -36,11 +33,8 @@ struct runtime {
 	struct generations *gens;
 	struct reload *reload;
 	struct dbwatch *dbwatch;
-	pthread_t sig_thread;
-	bool sig_thread_started;
-	unsigned long long mount_id; /* ours, 0 when not known */
-	bool use_store;		     /* verdict_store= passed the checks */
-	bool said_unmounted;
+	struct service *service;
+	bool use_store; /* verdict_store= passed the checks */
 };
 
 /* The scan queue reports each scan's duration for the histogram. */
@@ -199,33 +193,6 @@ fail:
 	return NULL;
 }
 
-static void never_runs(int sig)
-{
-	(void)sig;
-}
-
-int runtime_block_signals(void)
-{
-	struct sigaction sa = {.sa_handler = never_runs};
-	sigset_t set;
-
-	/*
-	 * A handler that is not SIG_DFL keeps fuse_set_signal_handlers from
-	 * turning SIGHUP into an unmount; blocked, the signal waits for
-	 * sigwait() in the signal thread and the handler never runs. It
-	 * cannot be SIG_IGN itself: ignored signals are discarded.
-	 */
-	sigemptyset(&set);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGUSR1);
-	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
-		return -EINVAL;
-	if (sigaction(SIGHUP, &sa, NULL) == -1 ||
-	    sigaction(SIGUSR1, &sa, NULL) == -1)
-		return -errno;
-	return 0;
-}
-
 int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 		       struct fuse_session *se)
 {
@@ -260,89 +227,6 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 				return -EINTR;
 			usleep(100 * 1000);
 		}
-	}
-}
-
-/*
- * What `systemctl status clamfs@share` shows under the unit, refreshed
- * every STATUS_SECONDS: is clamd there, and what the gate has done.
- */
-#define STATUS_SECONDS 10
-
-static void notify_live_status(struct runtime *rt)
-{
-	struct stats *st = &rt->fs->stats;
-	char text[512];
-	int up = dbwatch_up(rt->fs->dbwatch);
-
-	snprintf(text, sizeof(text),
-		 "clamd %s; %llu opens checked, %llu scanned, %llu from "
-		 "cache, %llu infected, %llu refused for scan errors",
-		 up > 0	   ? "up"
-		 : up == 0 ? "DOWN"
-			   : "not watched",
-		 (unsigned long long)stats_get(st, STAT_OPENS_CHECKED),
-		 (unsigned long long)stats_get(st, STAT_SCANS_WAITED),
-		 (unsigned long long)stats_get(st, STAT_CACHE_HITS),
-		 (unsigned long long)stats_get(st, STAT_INFECTED),
-		 (unsigned long long)stats_get(st, STAT_ERRORS_DENIED));
-	notify_status(text);
-}
-
-/*
- * The FUSE loop ends when the connection's last mount goes, in every mount
- * namespace (clamfs.8, SIGNALS): a namespace made after mounting holds a
- * copy, and clamfs serves it on; so does a lazy unmount while files are
- * open. Whoever unmounted the share and still sees clamfs running learns
- * why, once.
- */
-static void say_if_unmounted_here(struct runtime *rt)
-{
-	/* an unmount that ends the connection ends the loop within moments */
-	const struct timespec settle = {0, 500 * 1000 * 1000};
-
-	if (!rt->mount_id || rt->said_unmounted ||
-	    mountpoint_id_listed(MOUNTINFO_SELF, rt->mount_id) != 0)
-		return;
-	nanosleep(&settle, NULL);
-	if (fuse_session_exited(rt->fs->se))
-		return;
-	rt->said_unmounted = true;
-	log_warn("%s is no longer mounted here, but the mount is still in use: "
-		 "a copy lives on in another mount namespace, or a lazy "
-		 "unmount (umount -l) waits for files still open; serving it "
-		 "until it goes (SIGTERM ends clamfs)",
-		 rt->mountpoint);
-}
-
-static void *signal_main(void *arg)
-{
-	const struct timespec status_every = {STATUS_SECONDS, 0};
-	struct runtime *rt = arg;
-	char msg[2048];
-	sigset_t set;
-	int sig;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGUSR1);
-	sigaddset(&set, SIGQUIT); /* runtime_free's wake-up call */
-	for (;;) {
-		sig = sigtimedwait(&set, NULL, &status_every);
-		if (sig == -1) {
-			if (errno == EAGAIN) {
-				notify_live_status(rt);
-				say_if_unmounted_here(rt);
-			}
-			continue;
-		}
-		if (sig == SIGQUIT)
-			return NULL;
-		if (sig == SIGUSR1)
-			reload_drop_verdicts(rt->fs, "SIGUSR1");
-		else
-			reload_run_notified(rt->reload, "SIGHUP", msg,
-					    sizeof(msg));
 	}
 }
 
@@ -411,12 +295,8 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	};
 	struct scanq_config qcfg = {0};
 	struct clamfs_opts *opts = generations_current(rt->gens)->opts;
-	sigset_t quit;
 	int ret;
 
-	if (mountpoint_top_id(MOUNTINFO_SELF, rt->mountpoint, &rt->mount_id) !=
-	    1)
-		rt->mount_id = 0;
 	ret = reload_new(rt->fs, rt->gens, rt->mountpoint, argc, argv,
 			 opts->config, &rt->reload);
 	if (ret)
@@ -453,14 +333,9 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	rt->fs->dbwatch = rt->dbwatch;
 	if (!rt->dbwatch)
 		say_if_clamd_silent(rt);
-	sigemptyset(&quit);
-	sigaddset(&quit, SIGQUIT);
-	pthread_sigmask(SIG_BLOCK, &quit, NULL);
-	ret = -pthread_create(&rt->sig_thread, NULL, signal_main, rt);
-	pthread_sigmask(SIG_UNBLOCK, &quit, NULL);
+	ret = service_start(rt->fs, rt->reload, rt->mountpoint, &rt->service);
 	if (ret)
 		return ret;
-	rt->sig_thread_started = true;
 	return 0;
 }
 
@@ -468,10 +343,7 @@ void runtime_free(struct runtime *rt)
 {
 	if (!rt)
 		return;
-	if (rt->sig_thread_started) {
-		pthread_kill(rt->sig_thread, SIGQUIT);
-		pthread_join(rt->sig_thread, NULL);
-	}
+	service_stop(rt->service);
 	dbwatch_stop(rt->dbwatch);
 	rt->fs->dbwatch = NULL;
 	/* it asks the queue for scans */

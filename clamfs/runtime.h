@@ -2,9 +2,8 @@
 /*
  * The scanning runtime of a mount: clamd connection pool, scan queue,
  * verdict cache, detection reporter and database watch, built from the
- * options; and the signal thread that changes it live: SIGHUP re-reads
- * the configuration and applies what needs no remount, SIGUSR1 drops the
- * verdict cache.
+ * options, with what changes them live (reload.h) and the service thread
+ * that takes the signals (service.h).
  */
 #ifndef CLAMFS_RUNTIME_H
 #define CLAMFS_RUNTIME_H
@@ -24,14 +23,7 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 				const char *mountpoint);
 
 /*
- * Blocks SIGHUP and SIGUSR1 in the calling thread, so that every thread
- * created after it inherits the mask and only the signal thread takes
- * them. Call before libfuse installs its handlers.
- */
-int runtime_block_signals(void);
-
-/*
- * Starts the scanner threads, the database watch and the signal thread,
+ * Starts the scanner threads, the database watch and the service thread,
  * after fuse_daemonize (its fork keeps only the calling thread). argv is
  * what SIGHUP re-parses. 0 or negative errno.
  */
