@@ -294,8 +294,12 @@ int cdp_tls_connect(struct cdp_tls *t, int fd, const char *host,
 		snprintf(why, whylen, "TLS handshake with %s failed: %s", name,
 			 tmp);
 	}
-	if (cdp_cancel_triggered(cancel))
+	/* the cancel shut the socket: what the handshake saw is its echo */
+	if (cdp_cancel_triggered(cancel)) {
 		rc = -ECANCELED;
+		if (whylen)
+			why[0] = '\0';
+	}
 	if (rc)
 		goto fail;
 	*sslp = ssl;
