@@ -87,11 +87,51 @@ static bool outcome_find(const char *token, char *text, size_t len)
 	return found;
 }
 
+/* A reload under way: whom to answer, and the outcome's token. */
+struct reload_reply {
+	fuse_req_t req;
+	char token[CONTROL_TOKEN_MAX + 1];
+	size_t token_len;
+};
+
+/* Called on the service thread when the reload is done. */
+static void reload_done(void *ctx, int status, const char *msg)
+{
+	struct reload_reply *r = ctx;
+
+	outcome_store(r->token, r->token_len, msg);
+	fuse_reply_err(r->req, -status);
+	free(r);
+}
+
+/*
+ * The reload runs on the service thread (service.h), never on this
+ * worker; the request is answered from there when it is done.
+ */
+static int start_reload(fuse_req_t req, struct clamfs_fs *fs, const char *value,
+			size_t size)
+{
+	struct reload_reply *r = malloc(sizeof(*r));
+	int ret;
+
+	if (!r)
+		return -ENOMEM;
+	r->req = req;
+	memcpy(r->token, value, size);
+	r->token_len = size;
+	ret = fs->commands.reload
+		      ? fs->commands.reload(fs->commands.arg, "reload request",
+					    reload_done, r)
+		      : -EAGAIN;
+	if (ret)
+		free(r);
+	return ret;
+}
+
 void control_set(fuse_req_t req, fuse_ino_t ino, const char *name,
 		 const char *value, size_t size)
 {
 	struct clamfs_fs *fs = req_fs(req);
-	char msg[OUTCOME_MAX];
 	int ret = 0;
 
 	if (!from_root(req) || ino != FUSE_ROOT_ID) {
@@ -101,14 +141,13 @@ void control_set(fuse_req_t req, fuse_ino_t ino, const char *name,
 			ret = -EINVAL;
 			goto out;
 		}
-		ret = fs->commands.reload
-			      ? fs->commands.reload(fs->commands.arg,
-						    "reload request", msg,
-						    sizeof(msg))
-			      : -EAGAIN;
-		if (ret == -EAGAIN)
-			snprintf(msg, sizeof(msg), "not serving yet");
-		outcome_store(value, size, msg);
+		ret = start_reload(req, fs, value, size);
+		if (ret == 0)
+			return; /* answered when done */
+		outcome_store(value, size,
+			      ret == -ESHUTDOWN ? "clamfs is stopping"
+			      : ret == -EAGAIN	? "not serving yet"
+						: strerror(-ret));
 	} else if (strcmp(name, CONTROL_DROP_CACHE) == 0) {
 		if (fs->commands.drop_cache)
 			fs->commands.drop_cache(fs->commands.arg,

@@ -31,8 +31,14 @@ struct ahead;
  * set by the daemon's runtime, unset (NULL) before it runs and after.
  */
 struct fs_commands {
-	/* reload.h's reload_run: 0 or -errno, the outcome in msg */
-	int (*reload)(void *arg, const char *why, char *msg, size_t len);
+	/*
+	 * Has the configuration read again off the FUSE worker, then calls
+	 * done(ctx, 0 or -errno, the outcome's text) from another thread.
+	 * 0 when under way; else -errno and done is not called.
+	 */
+	int (*reload)(void *arg, const char *why,
+		      void (*done)(void *ctx, int status, const char *msg),
+		      void *ctx);
 	/* forget every cached verdict */
 	void (*drop_cache)(void *arg, const char *why);
 	void *arg;

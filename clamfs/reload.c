@@ -7,7 +7,6 @@
 #include "reload.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +25,7 @@ struct reload {
 	const char *mountpoint;
 	int argc;
 	char **argv;
-	pthread_mutex_t lock; /* reloads against each other */
-	char **argv_copy;     /* argv with the config file made absolute */
+	char **argv_copy; /* argv with the config file made absolute */
 	char *config_arg;
 };
 
@@ -46,7 +44,6 @@ int reload_new(struct clamfs_fs *fs, struct generations *gens,
 	r->mountpoint = mountpoint;
 	r->argc = argc;
 	r->argv = argv;
-	pthread_mutex_init(&r->lock, NULL);
 	/*
 	 * The daemon's cwd is "/" by now: a relative config= on the command
 	 * line is appended again as the absolute path cmdline_parse resolved;
@@ -81,7 +78,6 @@ void reload_free(struct reload *r)
 {
 	if (!r)
 		return;
-	pthread_mutex_destroy(&r->lock);
 	free(r->argv_copy);
 	free(r->config_arg);
 	free(r);
@@ -283,8 +279,7 @@ int reload_run(struct reload *r, const char *why, char *msg, size_t msg_len)
 	enum scan_mode mode = r->fs->scan_mode;
 	int ret;
 
-	pthread_mutex_lock(&r->lock);
-	/* only a reload changes current, and it holds r->lock */
+	/* only a reload changes current, and reloads run one at a time */
 	g = generations_current(r->gens);
 	ret = reload_build(r, g, &next, &mode, err, sizeof(err));
 	if (ret) {
@@ -316,7 +311,6 @@ int reload_run(struct reload *r, const char *why, char *msg, size_t msg_len)
 			 "\nneeds a remount, not applied: %s", remount);
 	}
 out:
-	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
 

@@ -3,7 +3,8 @@
  * Live reconfiguration: SIGHUP and `clamfs --reload` read the
  * configuration again and put what changed in force without a remount;
  * SIGUSR1, `clamfs --drop-cache` and a signature update forget every
- * cached verdict. Reloads run one at a time.
+ * cached verdict. Reloads must run one at a time: the daemon runs them all
+ * on its service thread (service.h), which holds no lock meanwhile.
  */
 #ifndef CLAMFS_RELOAD_H
 #define CLAMFS_RELOAD_H

@@ -254,11 +254,13 @@ static void watch_drop_verdicts(void *arg)
 }
 
 /* An administrator's command through the mount (control.c). */
-static int command_reload(void *arg, const char *why, char *msg, size_t len)
+static int command_reload(void *arg, const char *why,
+			  void (*done)(void *ctx, int status, const char *msg),
+			  void *ctx)
 {
 	struct runtime *rt = arg;
 
-	return reload_run_notified(rt->reload, why, msg, len);
+	return service_post(rt->service, SERVICE_RELOAD, why, done, ctx);
 }
 
 static void command_drop_cache(void *arg, const char *why)
@@ -301,11 +303,6 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 			 opts->config, &rt->reload);
 	if (ret)
 		return ret;
-	rt->fs->commands = (struct fs_commands){
-		.reload = command_reload,
-		.drop_cache = command_drop_cache,
-		.arg = rt,
-	};
 	qcfg.fleet = generations_current(rt->gens)->fleet;
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
@@ -336,6 +333,11 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	ret = service_start(rt->fs, rt->reload, rt->mountpoint, &rt->service);
 	if (ret)
 		return ret;
+	rt->fs->commands = (struct fs_commands){
+		.reload = command_reload,
+		.drop_cache = command_drop_cache,
+		.arg = rt,
+	};
 	return 0;
 }
 
@@ -343,6 +345,8 @@ void runtime_free(struct runtime *rt)
 {
 	if (!rt)
 		return;
+	/* nothing serves requests now (the loop, drain, evictor are done) */
+	rt->fs->commands = (struct fs_commands){0};
 	service_stop(rt->service);
 	dbwatch_stop(rt->dbwatch);
 	rt->fs->dbwatch = NULL;
@@ -362,7 +366,6 @@ void runtime_free(struct runtime *rt)
 	 */
 	generations_free(rt->gens);
 	rt->fs->gens = NULL;
-	rt->fs->commands = (struct fs_commands){0};
 	rt->fs->policy = NULL;
 	rt->fs->vcache = NULL;
 	rt->fs->detect = NULL;
