@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""The one polling loop: wait for a condition instead of sleeping."""
+"""The one polling loop: wait for a condition instead of sleeping; and
+the one sleep, for the waits where time itself is what must pass."""
 import errno
 import time
 
@@ -16,6 +17,18 @@ def wait_for(pred, timeout, interval=0.05):
         if v or time.monotonic() >= end:
             return v
         time.sleep(interval)
+
+
+def let_time_pass(seconds, why, scaled=False):
+    """Sleeps for the waits no condition can end: where time itself must
+    pass (a TTL, the kernel's entry cache, a racy window, a debounce: real
+    time, so not scaled), or where a test checks that something does NOT
+    happen within a while (scaled=True: a sanitizer build's daemon gets
+    SLOW times as long to do it). why says which, in a few words, so that
+    every such wait states its reason where it is made."""
+    if not isinstance(why, str) or not why.strip():
+        raise ValueError("let_time_pass: say why time must pass")
+    time.sleep(seconds * (SLOW if scaled else 1))
 
 
 def past_the_fd_cap(fn, *args):

@@ -5,6 +5,9 @@
 - stats()/delta(): the live counters of trusted.clamfs.stats.
 - try_read()/try_open(): outcome of an open/read through the mount.
 - detections()/scan_failures(): parsed daemon log lines.
+- daemon_files()/released(): the backend files the daemon holds open (a
+  writer's until its release, a background scan's until its verdict is
+  in), and a wait until there are none.
 - SlowClamd: a fake clamd (built on fakeclamd.FakeClamd) that answers
   PING/VERSION but never answers (or answers late to) scans.
 - Marker signatures: MARKER is detected anywhere in a file once
@@ -13,6 +16,7 @@ The EICAR string is never written here: it comes from the clamd fixture.
 """
 import os
 import re
+import stat
 import subprocess
 import threading
 import time
@@ -195,6 +199,41 @@ def scan_failures(m):
 def wait_detections(m, n, timeout=5):
     wait_for(lambda: len(detections(m)) >= n, timeout)
     return detections(m)
+
+
+O_PATH = 0o10000000
+
+
+def daemon_files(m):
+    """The backend's regular files the daemon of mount m holds open to
+    read or write (not its O_PATH handles on inodes, not directories, not
+    its own log files): a writer's file from its open to its release
+    (which the kernel sends after close() returned), a file being scanned
+    on close or ahead until its verdict is in (stored in the cache,
+    counted, acted on)."""
+    under = os.path.realpath(m.backend) + "/"
+    out = []
+    for n in os.listdir(f"/proc/{m.pid}/fd"):
+        try:
+            with open(f"/proc/{m.pid}/fdinfo/{n}") as f:
+                flags = next(int(l.split()[1], 8) for l in f
+                             if l.startswith("flags:"))
+            if flags & O_PATH or \
+                    not stat.S_ISREG(os.stat(f"/proc/{m.pid}/fd/{n}").st_mode):
+                continue
+            path = os.readlink(f"/proc/{m.pid}/fd/{n}")
+            if path.startswith(under):
+                out.append(path)
+        except (OSError, StopIteration):
+            continue  # closed meanwhile
+    return out
+
+
+def released(m, timeout=10):
+    """Waits until the daemon holds no file open: every release of a
+    writer closed through the mount has come, and every scan one asked
+    for has ended."""
+    assert wait_for(lambda: not daemon_files(m), timeout), daemon_files(m)
 
 
 # --- processes ---------------------------------------------------------------
