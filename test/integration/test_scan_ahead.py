@@ -13,8 +13,9 @@ import time
 import pytest
 
 from fsutil import LoopFs
-from scanutil import (delta, detections, mount_scan, stats, try_read,
-                      wait_for, write_through)
+from clamfstest.wait import let_time_pass
+from scanutil import (delta, detections, mount_scan, released, stats,
+                      try_read, wait_for, write_through)
 
 CLEAN = b"C" * 68  # as long as the EICAR test file
 
@@ -36,14 +37,16 @@ def cached(m, n, timeout=10):
 def settled(m, n, timeout=10):
     """Waits until at least n scans ahead were asked for and every one
     asked for was answered (made, dropped or spared; only they scan
-    here)."""
+    here), and until every release has come and every scan's verdict is
+    in (the daemon holds no file open: the scan's descriptor is closed
+    after its verdict is stored and counted)."""
     def done():
         s = stats(m.mnt)
         return s["ahead_scans"] >= n and s["scans_queued"] == 0 and \
             s["scans"] + s["scans_background_dropped"] + \
             s["scans_spared"] >= s["ahead_scans"]
     assert wait_for(done, timeout), stats(m.mnt)
-    time.sleep(0.2)  # the last verdict is stored after it is counted
+    released(m, timeout)
     return stats(m.mnt)
 
 
@@ -118,14 +121,15 @@ def test_backend_rewrite_after_close_is_never_served_from_the_ahead_verdict(
     for i, delay in enumerate(delays):
         name = "r%02d" % i
         write_through(m.m(name), CLEAN)
-        time.sleep(delay)
+        let_time_pass(delay, "the rewrite lands at this point of the scan "
+                      "ahead's life")
         fd = os.open(m.b(name), os.O_WRONLY)
         try:
             os.pwrite(fd, clamd.eicar, 0)
         finally:
             os.close(fd)
-    # a release the backend writer's open came before asks for no scan
-    time.sleep(0.3)
+    # a release the backend writer's open came before asks for no scan:
+    # settled() waits for every release
     s = settled(m, 0)
     # the later rewrites came after the scans ahead had started
     assert s["ahead_scans"] >= 3, s
@@ -150,7 +154,9 @@ def test_writer_holding_the_file_keeps_the_ahead_verdict_out(mount_clamfs,
         w = os.open(m.m("held"), os.O_WRONLY)
         os.pwrite(w, CLEAN, 0)
         os.close(w)
-        time.sleep(0.5)
+        # the release came and its scan was dealt with (the mapping held
+        # here is not the daemon's)
+        released(m)
         s = stats(m.mnt)
         # asked for at the close, dropped when it would start
         assert s["ahead_scans"] == 2 and s["ahead_cached"] == 1, s
@@ -170,7 +176,7 @@ def test_excluded_names_and_big_files_are_not_scanned_ahead(mount_clamfs,
     write_through(m.m("empty"), b"")
     with open(m.m("big"), "wb") as f:
         f.truncate(64 * 1024 * 1024 + 1)
-    time.sleep(0.3)  # releases come asynchronously
+    released(m)  # releases come asynchronously
     write_through(m.m("small"), CLEAN)
     s = settled(m, 1)
     assert s["ahead_scans"] == 1 and s["scans"] == 1, s
@@ -188,7 +194,7 @@ def test_files_removed_before_their_last_close_are_not_scanned(
         os.write(fd, CLEAN)
         os.unlink(m.m("tmp%d" % i))
         os.close(fd)
-    time.sleep(0.3)  # releases come asynchronously
+    released(m)  # releases come asynchronously
     write_through(m.m("kept"), CLEAN)
     s = settled(m, 1)
     assert s["ahead_scans"] == 1 and s["scans"] == 1, s
@@ -199,7 +205,7 @@ def test_no_scan_ahead_without_two_general_threads(mount_clamfs, clamd):
     there would hold up a user's big file."""
     m = mount_ahead(mount_clamfs, clamd, "scan_threads=2")
     write_through(m.m("f"), CLEAN)
-    time.sleep(0.3)
+    released(m)  # the release, which would ask for the scan, came
     s = stats(m.mnt)
     assert s["ahead_scans"] == 0 and s["scans"] == 0, s
 
@@ -207,7 +213,7 @@ def test_no_scan_ahead_without_two_general_threads(mount_clamfs, clamd):
 def test_scan_ahead_can_be_turned_off(mount_clamfs, clamd):
     m = mount_ahead(mount_clamfs, clamd, "scan_ahead=no")
     write_through(m.m("f"), CLEAN)
-    time.sleep(0.3)
+    released(m)  # the release, which would ask for the scan, came
     before = stats(m.mnt)
     assert before["ahead_scans"] == 0 and before["scans"] == 0
     assert try_read(m.m("f")) == ("ok", CLEAN)
@@ -239,7 +245,7 @@ def test_no_scan_ahead_where_timestamps_are_coarse(mount_clamfs, clamd,
     """Its verdict could not be kept for 2 s: clamd is not asked."""
     m = mount_ahead(mount_clamfs, clamd, backend=coarse_backend)
     write_through(m.m("f"), CLEAN)
-    time.sleep(0.3)
+    released(m)  # the release, which would ask for the scan, came
     s = stats(m.mnt)
     assert s["ahead_scans"] == 0 and s["scans"] == 0, s
     assert try_read(m.m("f")) == ("ok", CLEAN)
