@@ -68,6 +68,23 @@ def threads(pid):
     return int(proc_status(pid).get("Threads", 0))
 
 
+def children(pid):
+    """The pids of pid's children, of every thread, zombies included (a
+    child is gone from the list once its parent reaped it)."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            continue  # the thread ended meanwhile
+    return out
+
+
 def stacks(pid, timeout=60):
     """Every thread's stack of a live process, as text for a report: the
     kernel's (/proc/PID/task/*/stack: where a thread waits in a syscall)
