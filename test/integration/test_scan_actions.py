@@ -7,12 +7,12 @@ import os
 import re
 import stat
 import subprocess
-import time
 
 import pytest
 
-from scanutil import (EICAR_SIG, delta, mount_scan, put, stats, try_read,
-                      wait_detections, wait_for)
+from clamfstest.procs import children
+from scanutil import (EICAR_SIG, daemon_files, delta, mount_scan, put,
+                      released, stats, try_read, wait_detections, wait_for)
 
 STAMP = r"\d{8}T\d{6}Z"
 
@@ -175,6 +175,13 @@ def _hook(base, name="hook.sh"):
     return h, out
 
 
+def _hooks_done(m):
+    """Waits until every infected_cmd the daemon started has ended (and
+    was reaped). The daemon starts them before it answers the open that
+    found the file, so after that open every run is counted here."""
+    assert wait_for(lambda: not children(m.pid), 10), children(m.pid)
+
+
 def _hook_runs(out):
     res = []
     for n in sorted(os.listdir(out)):
@@ -200,7 +207,7 @@ def test_infected_cmd_env(mount_clamfs, clamd):
     o, _ = p.communicate(timeout=30)
     assert p.returncode != 0 and o == b""
     assert wait_for(lambda: len(_hook_runs(out)) >= 1, 10)
-    time.sleep(0.2)
+    _hooks_done(m)
     runs = _hook_runs(out)
     assert len(runs) == 1, runs
     env = runs[0]
@@ -230,7 +237,7 @@ def test_infected_cmd_rate_limit(mount_clamfs, clamd):
         assert try_read(m.m(f"x{i}")) == ("err", "EACCES")
     assert len(wait_detections(m, 6)) == 6
     wait_for(lambda: len(_hook_runs(out)) >= 2, 10)
-    time.sleep(0.5)
+    _hooks_done(m)
     assert len(_hook_runs(out)) == 2
     s = stats(m.mnt)
     assert (s["hook_runs"], s["hook_suppressed"]) == (2, 4), s
@@ -283,7 +290,7 @@ def test_no_scan_on_close_without_option(mount_clamfs, clamd):
                    "quarantine_dir=" + q)
     with open(m.m("up"), "wb") as f:
         f.write(clamd.eicar)
-    time.sleep(0.5)
+    released(m)  # the release that would ask for the close scan came
     assert os.path.exists(m.b("up"))
     assert stats(m.mnt)["close_scans"] == 0
     # the next read catches it
@@ -328,7 +335,10 @@ def test_scan_on_close_waits_for_last_writer(mount_clamfs, clamd):
         os.write(w1, clamd.eicar)
         os.close(w1)
         w1 = None
-        time.sleep(0.5)
+        # w1's release came: the daemon holds only w2's file open (a
+        # close scan would hold one more until its verdict)
+        assert wait_for(lambda: len(daemon_files(m)) == 1, 10), \
+            daemon_files(m)
         assert stats(m.mnt)["close_scans"] == 0
         assert os.path.exists(m.b("up"))
     finally:
