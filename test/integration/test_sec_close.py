@@ -5,10 +5,9 @@
 # on_infected=delete|quarantine never removes a file the policy exempts.
 # The close scan reads the file as its owner, not as root.
 import os
-import time
 
 from fsutil import GID_A, GID_B, UID_A, UID_B, run_as
-from scanutil import mount_scan, stats, try_read, wait_for
+from scanutil import mount_scan, released, stats, try_read, wait_for
 
 
 WRITE_AS = """
@@ -27,9 +26,11 @@ def upload(path, data):
 
 
 def settle(m, n):
-    """Waits until n close scans were made, then a little for any more."""
+    """Waits until n close scans were made and every release has come
+    (each one that asks for a close scan asks before its file is let go),
+    so that any more would be counted."""
     assert wait_for(lambda: stats(m.mnt)["close_scans"] >= n, 5)
-    time.sleep(0.3)
+    released(m)
     return stats(m.mnt)["close_scans"]
 
 
@@ -98,7 +99,7 @@ def test_close_scan_reads_as_owner(mount_clamfs, clamd):
                args={"name": "rw", "mode": 0o600, "data": clamd.eicar.hex()})
     assert r == "written"
     assert wait_for(lambda: not os.path.lexists(m.b("rw")), 5)
-    time.sleep(0.3)
+    released(m)  # wo's release, which would ask for a scan, came too
     assert stats(m.mnt)["close_scans"] == 1
     assert os.path.exists(m.b("wo"))
     assert try_read(m.m("wo")) == ("err", "EACCES")
