@@ -13,6 +13,7 @@ import time
 import pytest
 
 from clamfstest.env import PYTHON, SLOW
+from clamfstest.wait import let_time_pass
 from scanutil import (RAW_OPEN_CHILD, SlowClamd, delta, detections,
                       mount_scan, proc_state, put, scan_failures,
                       spawn_opener, stats, try_read, wait_for)
@@ -63,7 +64,8 @@ def test_hanging_scans_do_not_pin_workers(mount_clamfs):
             # every open has reached the scan queue (held's was the first)
             assert wait_for(lambda: stats(m.mnt)["opens_scanned"] ==
                             1 + n_open, 10), stats(m.mnt)
-            time.sleep(0.3)
+            let_time_pass(0.3, "no opener may be answered while clamd hangs",
+                          scaled=True)
             assert all(p.poll() is None and _blocked(p.pid) for p in procs)
             # the mount stays responsive
             st, dt = _timed(os.stat, m.m("dir", "a"))
@@ -123,8 +125,9 @@ def test_sigint_in_open_returns_eintr(mount_clamfs):
                              text=True)
         try:
             assert p.stdout.readline().strip() == "ready"
+            # the open asked for its scan after it could be interrupted
             assert slow.wait_scans(1, 20)
-            time.sleep(0.2)
+            assert wait_for(lambda: _blocked(p.pid), 5), proc_state(p.pid)
             assert p.poll() is None and _blocked(p.pid)
             s0 = stats(m.mnt)
             t = time.monotonic()
