@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-
+from clamfstest.wait import let_time_pass
 from scanutil import mount_scan, put, stats, try_read, wait_for
 
 CLEAN = b"harmless text of the same size as the test file.............x\n123"
@@ -55,6 +55,12 @@ def test_dirty_shared_mapping_is_scanned(mount_clamfs, clamd):
         os.close(fd)
 
 
+def _lock_waiters():
+    """The pids /proc/locks shows waiting for a lock (the "->" lines)."""
+    with open("/proc/locks") as f:
+        return {int(l.split()[5]) for l in f if l.split()[1] == "->"}
+
+
 def test_blocked_flock_waiters_do_not_hang_the_mount(mount_clamfs, clamd):
     m = mount_scan(mount_clamfs, clamd, "threads=4")
     put(m.b("lock"), b"x")
@@ -67,7 +73,9 @@ def test_blocked_flock_waiters_do_not_hang_the_mount(mount_clamfs, clamd):
          "fcntl.flock(f, fcntl.LOCK_SH)", m.m("lock")])
         for _ in range(8)]
     try:
-        time.sleep(0.5)
+        pids = {w.pid for w in waiters}
+        assert wait_for(lambda: pids <= _lock_waiters(), 10), \
+            (pids, _lock_waiters())
         assert all(w.poll() is None for w in waiters)  # really blocked
         t = time.monotonic()
         os.stat(m.m("other"))
@@ -134,6 +142,7 @@ def test_two_reloads_changing_the_cache_keep_the_mount_alive(
         m.proc.send_signal(1)
         assert wait_for(lambda: ("cache_ttl %d->%d" % (ttl - 100, ttl))
                         in m.stderr_text(), 5), m.stderr_text()
-    time.sleep(2.5)  # the database watch has run against the new cache
+    # no counter tells a check of the database watch (version_check=1)
+    let_time_pass(2.5, "the database watch runs against the new cache")
     assert m.proc.poll() is None, m.stderr_text()
     assert try_read(m.m("f")) == ("ok", CLEAN)
