@@ -16,6 +16,7 @@ import time
 from clamfstest.mountinfo import mounted
 from adminutil import ini, run_fail, wait_log
 from clamfstest.env import PYTHON, SLOW
+from clamfstest.wait import let_time_pass
 from fsutil import GID_A, UID_A, setpriv_prefix
 from scanutil import (SlowClamd, detections, mount_scan, put, stats,
                       try_read, wait_for)
@@ -131,7 +132,10 @@ def test_reload_storm_during_slow_quarantine(mount_clamfs, admin, clamd):
             limit = (4 * LOWER_DELAY + 30) * SLOW
             out_e, err_e = infected.communicate(timeout=limit)
             out_c, err_c = clean.communicate(timeout=limit)
-            time.sleep(0.5)  # reloads after the quarantine too
+            # reloads after the quarantine too
+            after = len(reload_lines(m)) + 3
+            assert wait_for(lambda: len(reload_lines(m)) >= after, 10), \
+                m.stderr_text()[-2000:]
         assert m.alive(), f"clamfs died:\n{m.stderr_text()[-4000:]}"
         assert storm.sent >= 50, storm.sent
         assert out_e.strip() in ("EACCES", "EPERM"), (out_e, err_e)
@@ -217,7 +221,8 @@ def test_reload_storm_during_slow_scans(admin):
                 got = wait_log(m, "SIGHUP:", count=i, timeout=10)
                 assert len(got) == i, \
                     f"reload {i}: {m.stderr_text()[-2000:]}"
-                time.sleep(max(0.03, start + i * 0.1 - time.monotonic()))
+                let_time_pass(max(0.03, start + i * 0.1 - time.monotonic()),
+                              "one reload every 0.1 s at the most")
         finally:
             stop.set()
             for t in threads:
@@ -270,7 +275,10 @@ def test_reload_while_abandoned_scan_runs(admin):
         hup(m)
         got = wait_log(m, "SIGHUP:", count=1, timeout=10)
         assert "reloaded" in got[0], got
-        time.sleep(0.5)
+        # the abandoned scan ended (it let go of the old pool before it
+        # was counted): whatever it still used is freed by now
+        assert wait_for(lambda: stats(mnt)["scans_cancelled"] == 1, 10), \
+            stats(mnt)
         assert m.alive(), m.stderr_text()[-3000:]
         assert try_read(os.path.join(mnt, "f")) == ("ok", CLEAN)
         assert other.scans == 1
@@ -300,7 +308,8 @@ def _reload_refused(m, msg):
     lines = wait_log(m, "configuration rejected")
     assert len(lines) == 1, m.stderr_text()
     assert msg in lines[0], (msg, lines)
-    time.sleep(0.2 * SLOW)
+    let_time_pass(0.2, "a refused reload must not end or remount the mount",
+                  scaled=True)
     assert m.alive() and mounted(m.mnt)
     assert not [l for l in reload_lines(m) if "reloaded" in l], \
         m.stderr_text()
