@@ -17,7 +17,7 @@ from clamfstest.env import PYTHON, SLOW, clamfs_bin, extra_test_opts
 from fsutil import UID_A, GID_A, outcome, run_as
 from clamfstest.mount import make_tree_dir
 from clamfstest.mountinfo import UNSHARE_MOUNT, fuse_mounts_at, holders, mounts
-from clamfstest.wait import wait_for
+from clamfstest.wait import let_time_pass, wait_for
 from clamfstest.procs import pids_of, wait_gone
 
 # Mirror tests run with scanning on, against the private clamd.
@@ -139,7 +139,8 @@ def test_bad_invocation(tmp, case, mode):
     assert_one_line_error(rc, out, err, words,
                           fuse_ok=case in ("unknown option", "unknown flag"),
                           status=4 if case in MOUNT_CASES else 2)
-    time.sleep(0.05)
+    let_time_pass(0.05, "a daemon left behind would mount within this",
+                  scaled=True)
     assert {m.mountpoint for m in _all_fuse()} == before, "something got mounted"
     assert not pids_of(clamfs_bin(), os.path.join(tmp, "m")), "daemon left running"
 
@@ -313,19 +314,21 @@ def test_signal_while_busy(mount_clamfs, sig):
     with open(fs.b("big"), "wb") as f:
         f.write(os.urandom(4 << 20))
     stop = threading.Event()
+    reads = [0, 0, 0]
 
-    def reader():
+    def reader(k):
         while not stop.is_set():
             try:
                 with open(fs.m("big"), "rb") as f:
                     while f.read(1 << 20):
-                        pass
+                        reads[k] += 1
             except OSError:
                 return
-    ts = [threading.Thread(target=reader) for _ in range(3)]
+    ts = [threading.Thread(target=reader, args=(k,)) for k in range(3)]
     for t in ts:
         t.start()
-    time.sleep(0.3)
+    # every reader is at it: files open, requests in flight
+    assert wait_for(lambda: all(reads), 10), reads
     fs.proc.send_signal(getattr(signal, sig))
     try:
         rc = fs.proc.wait(20 * SLOW)
@@ -451,7 +454,10 @@ def test_debug_flag_stays_in_foreground(mount_clamfs):
     fs = mount_clamfs(debug=True)  # -d without -f
     with open(fs.m("f"), "w") as f:
         f.write("debug")
-    time.sleep(0.2)
+    # the requests are served once the daemon would have daemonized: its
+    # parent, the process started here, would then exit
+    let_time_pass(0.2, "a daemonizing parent would exit within this",
+                  scaled=True)
     assert fs.alive(), "-d must imply -f"
     assert len(fs.stderr_text().splitlines()) > 3, "-d printed no debug log"
 
