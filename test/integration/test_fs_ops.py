@@ -15,7 +15,7 @@ import pytest
 
 from clamfstest.acl import setfacl
 from clamfstest.env import SLOW
-from clamfstest.wait import past_the_fd_cap
+from clamfstest.wait import let_time_pass, past_the_fd_cap
 from fsutil import (Approx, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
                     RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT,
                     fallocate, getxattr_buf, getxattr_size, listxattr_buf,
@@ -1222,7 +1222,8 @@ def test_external_changes_visible(fs):
     write(fs.b("f"), b"version one")
     assert read(fs.m("f")) == b"version one"
     assert read(fs.m("f")) == b"version one"  # cached re-read
-    time.sleep(0.05)
+    let_time_pass(0.05, "the rewrite's mtime differs from the cached "
+                  "one (files are stamped from a coarse clock)")
     write(fs.b("f"), b"version TWO")  # same size
     _eventually(lambda: read(fs.m("f")) == b"version TWO", "same-size rewrite")
     with open(fs.b("f"), "ab") as f:
@@ -1249,13 +1250,15 @@ def test_external_changes_visible(fs):
 def test_external_truncate_and_shrink(fs):
     write(fs.b("f"), b"A" * 200000)
     assert read(fs.m("f")) == b"A" * 200000
-    time.sleep(0.05)
+    let_time_pass(0.05, "the rewrite's mtime differs from the cached "
+                  "one (files are stamped from a coarse clock)")
     write(fs.b("f"), b"short")
     _eventually(lambda: read(fs.m("f")) == b"short", "shrunk file")
     fd = os.open(fs.m("f"), os.O_RDONLY)
     try:
         assert os.pread(fd, 100, 0) == b"short"
-        time.sleep(0.05)
+        let_time_pass(0.05, "the rewrite's mtime differs from the cached "
+                      "one (files are stamped from a coarse clock)")
         with open(fs.b("f"), "r+b") as f:
             f.write(b"SHORT")
         # An already open descriptor also sees new data after the timeout.
@@ -1269,7 +1272,7 @@ def test_reopen_unchanged_file_cached_correctly(fs):
     write(fs.b("f"), data)
     for _ in range(5):
         assert read(fs.m("f")) == data
-    time.sleep(1.2)
+    let_time_pass(1.2, "the kernel's 1 s attribute and entry caches expire")
     assert read(fs.m("f")) == data
     # Changed through the mount: the next open sees the change.
     with open(fs.m("f"), "r+b") as f:
