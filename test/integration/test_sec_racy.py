@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from clamfstest.wait import let_time_pass
 from fsutil import LoopFs
 from scanutil import delta, mount_scan, put, stats, try_read
 
@@ -59,7 +60,7 @@ def same_second_rewrite(m, name, first, second, check, tries=10):
     done = 0
     while done < tries:
         # start just after a second boundary: the rounds fit in one second
-        time.sleep(1.02 - time.time() % 1)
+        let_time_pass(1.02 - time.time() % 1, "a second boundary")
         put(m.b(name), first)
         before = stamp(m.b(name))
         assert before[1] % 1_000_000_000 == 0, "backend keeps sub-seconds"
@@ -119,7 +120,8 @@ def test_settled_file_is_cached(mount_clamfs, clamd, coarse_backend):
                    backend=coarse_backend)
     put(m.b("old"), CLEAN)
     put(m.b("new"), CLEAN)
-    time.sleep(3.2)
+    let_time_pass(3.2, "old's whole-second ctime gets older than the 2 s "
+                  "racy window")
     put(m.b("new"), CLEAN)
     s0 = stats(m.mnt)
     for _ in range(3):
@@ -147,7 +149,8 @@ def test_fresh_file_is_cached_after_a_few_ticks(mount_clamfs, clamd,
                    "racy_learn=" + learn, backend=fine_backend)
     put(m.b("fresh"), CLEAN)
     assert os.stat(m.b("fresh")).st_ctime_ns % 1_000_000_000 != 0
-    time.sleep(0.05)
+    let_time_pass(0.05, "the file gets older than the learnt window "
+                  "(a few clock ticks)")
     s0 = stats(m.mnt)
     for _ in range(3):
         assert try_read(m.m("fresh")) == ("ok", CLEAN)
@@ -184,7 +187,7 @@ def test_tight_same_size_rewrites_are_never_served_stale(
         rewrite_in_place(m.b("x"), data)
         d = delays[i % len(delays)]
         if d:
-            time.sleep(d)
+            let_time_pass(d, "the open comes at this point of the window")
         want = ("err", "EACCES") if i % 2 else ("ok", CLEAN)
         for again in (0, 1):  # the second open may find the verdict
             got = try_read(m.m("x"))
