@@ -12,6 +12,7 @@ import time
 
 
 from clamfstest.env import SLOW
+from clamfstest.wait import let_time_pass
 from fakeclamd import FakeClamd
 from fsutil import FALLOC_FL_KEEP_SIZE, fallocate
 from scanutil import (delta, mount_scan, put, stats, try_read, wait_detections,
@@ -356,7 +357,7 @@ def test_backend_change_with_mtime_restored(mount_clamfs, clamd):
     st = os.stat(m.b("h"))
     os.utime(m.b("h.tmp"), ns=(st.st_atime_ns, st.st_mtime_ns))
     os.rename(m.b("h.tmp"), m.b("h"))
-    time.sleep(1.2)  # let the kernel's 1 s entry cache for "h" expire
+    let_time_pass(1.2, "the kernel's 1 s entry cache for \"h\" expires")
     assert try_read(m.m("h")) == ("err", "EACCES")
 
 

@@ -10,6 +10,7 @@ import subprocess
 import time
 
 from clamfstest.env import clamfs_bin
+from clamfstest.wait import let_time_pass
 from fakeclamd import FakeClamd, versioned
 from fsutil import LoopFs
 from scanutil import (mount_scan, put, run_clamfs_expect_fail, stats,
@@ -161,8 +162,8 @@ def test_kept_verdicts_expire_with_the_cache_ttl(mount_clamfs, clamd):
     t0 = time.time()
     assert try_read(m.m("f")) == ("ok", CLEAN)
     m = restart(mount_clamfs, m, clamd, store, "cache_ttl=2")
-    # the wait is the condition: the TTL has to run out
-    time.sleep(max(0.0, t0 + 2.5 - time.time()))
+    let_time_pass(max(0.0, t0 + 2.5 - time.time()),
+                  "the verdict's 2 s TTL runs out")
     assert try_read(m.m("f")) == ("ok", CLEAN)
     s = stats(m.mnt)
     assert (s["scans"], s["store_hits"]) == (1, 0), s
@@ -305,7 +306,7 @@ def test_a_backend_with_coarse_stamps_keeps_nothing(mount_clamfs, clamd):
                 ["mkfs.ext4", "-q", "-F", "-I", "128"])
     try:
         put(os.path.join(fs.path, "f"), CLEAN)
-        time.sleep(2.5)  # older than the 2 s racy window: cacheable
+        let_time_pass(2.5, "older than the 2 s racy window: cacheable")
         m = mount_store(mount_clamfs, clamd, store, "racy_window=2",
                         backend=fs.path)
         assert try_read(m.m("f")) == ("ok", CLEAN)
