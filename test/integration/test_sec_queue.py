@@ -8,13 +8,13 @@
 import os
 import subprocess
 import threading
-import time
 
 import pytest
 
 from clamfstest.mountinfo import UNSHARE_MOUNT, fuse_mounts_at
 from fakeclamd import FakeClamd
 from clamfstest.env import PYTHON, SLOW
+from clamfstest.wait import let_time_pass
 from scanutil import (mount_scan, opener_result, put, reap, spawn_opener,
                       stats, wait_for)
 
@@ -87,6 +87,13 @@ def flood(m, names, uid=FLOODER):
     return [spawn_opener(m.m(n), as_uid(uid)) for n in names]
 
 
+def in_queue(m, n):
+    """Whether n scans were started or are queued (every open counted in
+    opens_scanned is one of them once it is submitted)."""
+    s = stats(m.mnt)
+    return s["scans"] + s["scans_queued"] >= n
+
+
 def test_small_file_does_not_wait_behind_big_scans(mount_clamfs):
     """16 big unscanned files opened at once by one user (each scan takes
     several seconds) fill the scanner threads and the queue; another
@@ -102,7 +109,8 @@ def test_small_file_does_not_wait_behind_big_scans(mount_clamfs):
         procs = flood(m, names)
         try:
             assert wait_for(lambda: fake.scans >= 3, 10), fake.scans
-            time.sleep(0.3)  # the rest are queued by now
+            # the rest are queued
+            assert wait_for(lambda: in_queue(m, len(names)), 10), stats(m.mnt)
             assert all(p.poll() is None for p in procs)
             small = spawn_opener(m.m("small"), as_uid(VICTIM))
             r = opener_result(small, 10 * SLOW)
@@ -128,7 +136,8 @@ def test_big_file_of_another_user_is_not_starved(mount_clamfs):
         procs = flood(m, names)
         try:
             assert wait_for(lambda: fake.scans >= 1, 10), fake.scans
-            time.sleep(0.3)
+            # the flood is queued ahead of mine
+            assert wait_for(lambda: in_queue(m, len(names)), 10), stats(m.mnt)
             mine = spawn_opener(m.m("mine"), as_uid(VICTIM))
             r = opener_result(mine, 30 * SLOW)
             # FIFO would take 16 s; round-robin two scans of 1 s at most
@@ -152,7 +161,8 @@ def test_deadline_counts_from_the_open(mount_clamfs):
         first = spawn_opener(m.m("a"))
         try:
             assert wait_for(lambda: fake.scans >= 1, 10), fake.scans
-            time.sleep(1.5)
+            let_time_pass(1.5, "the second open comes 1.5 s after the "
+                          "first took the only scanner thread")
             second = spawn_opener(m.m("b"))
             ra = opener_result(first, 10 * SLOW)
             rb = opener_result(second, 10 * SLOW)
