@@ -261,7 +261,7 @@ def test_create_over_backend_fifo_blocks_no_worker(mount_clamfs):
         # a worker stuck in the backend FIFO's open holds the directory
         # locked: let it go so that the test ends
         fd = os.open(m.b("fifo"), os.O_RDONLY | os.O_NONBLOCK)
-        time.sleep(0.5)
+        tw.join(5 * SLOW)  # its open got through, then its write
         os.close(fd)
     tr.join(5)
     tw.join(5)

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from clamfstest.env import SLOW
-from clamfstest.wait import wait_for
+from clamfstest.wait import let_time_pass, wait_for
 from fsutil import (GID_A, GID_B, UID_A, UID_B, VICTIM_READ, LineChild,
                     run_as, share_of, victim_read)
 from scanutil import (MARKER, MARKER_SIG, delta, detections,
@@ -407,7 +407,6 @@ def test_stop_while_pages_are_written_back(mount_clamfs, clamd, share):
     loop ends. The daemon must still answer it, stop and exit 0."""
     import signal
     import sys
-    import time
     m = writeback_mount(mount_clamfs, clamd, share)
     path = m.m("share", "x")
     procs = [subprocess.Popen([sys.executable, "-c", DIRTIER, path])]
@@ -415,7 +414,8 @@ def test_stop_while_pages_are_written_back(mount_clamfs, clamd, share):
     procs += [subprocess.Popen([sys.executable, "-c", REOPENER, path])
               for _ in range(3)]
     try:
-        time.sleep(1.5)
+        let_time_pass(1.5, "the writer and the reopeners have write-backs "
+                      "under way before scans")
         os.kill(m.pid, signal.SIGTERM)
         assert m.wait_exit(15 * SLOW) == 0
     finally:
