@@ -155,7 +155,8 @@ def test_clamd_wait_for_late_clamd(admin, clamd_factory):
     started = {}
 
     def late_start():
-        time.sleep(2)
+        # late: once the daemon waits for it
+        wait_log(m, "waiting up to 5 s for clamd", timeout=10)
         started["begin"] = time.monotonic()
         c.start()
         started["up"] = time.monotonic()
