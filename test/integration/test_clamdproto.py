@@ -7,13 +7,13 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 
 import pytest
 
 from clamfstest.clamd import CLAMD, UNPRIVILEGED
 from cdputil import run_scan, run_stress, scan_bin
 from clamfstest.env import SANITIZE
+from clamfstest.wait import wait_for
 
 SIG = "Eicar-Test.UNOFFICIAL"
 
@@ -209,8 +209,11 @@ def test_clamd_stopped_then_restarted(clamd_factory, files):
     assert p.stdout == f"{clean}: OK\n{bad}: {SIG} FOUND\n"
 
     # One pool across a restart: its idle session dies with the old clamd.
+    # The restart comes after the first scan, in the 3 s before the next.
+    scanned = c.scan_count()
+
     def restart():
-        time.sleep(1.0)
+        wait_for(lambda: c.scan_count() > scanned, 10)
         c.restart()
 
     t = threading.Thread(target=restart)
