@@ -17,6 +17,7 @@ import pytest
 
 from fsutil import GID_B, UID_B, LoopFs, run_as
 from clamfstest.env import clamfs_bin
+from clamfstest.wait import let_time_pass
 from scanutil import MARKER, SlowClamd, delta, detections, \
     ensure_marker_signature, mount_scan, put, \
     run_clamfs_expect_fail, stats, try_read, wait_for
@@ -174,7 +175,7 @@ def test_scan_overlapping_a_writer_is_not_cached(mount_clamfs, mode):
             name = f"f{attempt}"
             t0 = time.time()
             if t0 % 1 > 0.3:  # start early in a second
-                time.sleep(1.02 - t0 % 1)
+                let_time_pass(1.02 - t0 % 1, "a second boundary")
             put(m.b(name), b"a" * 4096)
             before = os.stat(m.b(name))
             scans0 = fake.scans
