@@ -18,6 +18,7 @@ import tempfile
 import time
 
 from .procs import pids_of
+from .wait import let_time_pass
 
 # The host's clamd program when clamav-daemon is installed (its service is
 # never used), else the one scripts/deps unpacked without installing
@@ -304,7 +305,8 @@ class Clamd:
         end = time.monotonic() + timeout
         while self.scan_count() < expected and time.monotonic() < end:
             time.sleep(0.02)
-        time.sleep(0.1)
+        let_time_pass(0.1, "a scan more than expected would be logged "
+                      "within this", scaled=True)
         return self.scan_count()
 
     def tail(self, n=30):
