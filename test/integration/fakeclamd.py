@@ -23,7 +23,8 @@ import socket
 import struct
 import tempfile
 import threading
-import time
+
+from clamfstest.wait import let_time_pass
 
 
 class Ctx:
@@ -150,7 +151,8 @@ class FakeClamd:
                 elif cmd == b"zINSTREAM":
                     if self.instream_early is not None:
                         c.sendall(self.instream_early)
-                        time.sleep(0.2)
+                        let_time_pass(0.2, "the client reads the early "
+                                      "reply before the hang-up")
                         return
                     while True:
                         hdr, buf = self._recv_exact(c, 4, buf)
@@ -171,7 +173,7 @@ class FakeClamd:
                 elif kind == "bytewise":
                     for i in range(len(act[1])):
                         c.sendall(act[1][i:i + 1])
-                        time.sleep(act[2])
+                        let_time_pass(act[2], "a reply one byte at a time")
                 elif kind == "close":
                     if act[1]:
                         c.sendall(act[1])

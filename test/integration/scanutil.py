@@ -19,12 +19,11 @@ import re
 import stat
 import subprocess
 import threading
-import time
 
 from clamfstest.env import PYTHON, SLOW
 from clamfstest.errnames import errname
 from clamfstest.stats import read_stats
-from clamfstest.wait import wait_for
+from clamfstest.wait import let_time_pass, wait_for
 from fakeclamd import FakeClamd
 
 # The live counters of a mount, for the tests that import them from here.
@@ -350,7 +349,7 @@ class SlowClamd:
         if self.hang.is_set():
             if self.delay is None:
                 return ("silent",)
-            time.sleep(self.delay)
+            let_time_pass(self.delay, "clamd takes this long to scan")
         return ("reply", f"{what}: OK")
 
     def wait_scans(self, n, timeout=10):
