@@ -94,7 +94,7 @@ struct reload_reply {
 	size_t token_len;
 };
 
-/* Called on the service thread when the reload is done. */
+/* Called on the reload thread (service.h) when the reload is done. */
 static void reload_done(void *ctx, int status, const char *msg)
 {
 	struct reload_reply *r = ctx;
@@ -105,7 +105,7 @@ static void reload_done(void *ctx, int status, const char *msg)
 }
 
 /*
- * The reload runs on the service thread (service.h), never on this
+ * The reload runs on the reload thread (service.h), never on this
  * worker; the request is answered from there when it is done.
  */
 static int start_reload(fuse_req_t req, struct clamfs_fs *fs, const char *value,

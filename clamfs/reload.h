@@ -4,7 +4,7 @@
  * configuration again and put what changed in force without a remount;
  * SIGUSR1, `clamfs --drop-cache` and a signature update forget every
  * cached verdict. Reloads must run one at a time: the daemon runs them all
- * on its service thread (service.h), which holds no lock meanwhile.
+ * on its reload thread (service.h), which holds no lock meanwhile.
  */
 #ifndef CLAMFS_RELOAD_H
 #define CLAMFS_RELOAD_H

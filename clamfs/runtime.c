@@ -260,7 +260,7 @@ static int command_reload(void *arg, const char *why,
 {
 	struct runtime *rt = arg;
 
-	return service_post(rt->service, SERVICE_RELOAD, why, done, ctx);
+	return service_post_reload(rt->service, why, done, ctx);
 }
 
 static void command_drop_cache(void *arg, const char *why)

@@ -2,7 +2,7 @@
 /*
  * The scanning runtime of a mount: clamd connection pool, scan queue,
  * verdict cache, detection reporter and database watch, built from the
- * options, with what changes them live (reload.h) and the service thread
+ * options, with what changes them live (reload.h) and the service threads
  * that takes the signals (service.h).
  */
 #ifndef CLAMFS_RUNTIME_H
@@ -23,7 +23,7 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 				const char *mountpoint);
 
 /*
- * Starts the scanner threads, the database watch and the service thread,
+ * Starts the scanner threads, the database watch and the service threads,
  * after fuse_daemonize (its fork keeps only the calling thread). argv is
  * what SIGHUP re-parses. 0 or negative errno.
  */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The service thread (service.h): signals and posted commands, one at a
- * time; systemd's status line; noticing that the mount went away here
- * while it lives on elsewhere.
+ * The service threads (service.h): one takes the signals, refreshes
+ * systemd's status line and notices that the mount went away here while
+ * it lives on elsewhere; the other runs the reloads, one at a time, so
+ * that a slow one holds up neither a SIGUSR1 nor the status.
  */
 #include "service.h"
 
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <time.h>
@@ -31,11 +33,15 @@ struct service {
 	const char *mountpoint;
 	unsigned long long mount_id; /* ours, 0 when not known */
 	bool said_unmounted;
-	pthread_t thread;
-	int sfd;	      /* signalfd: SIGHUP, SIGUSR1 */
-	int efd;	      /* eventfd: posts, and the stop */
-	pthread_mutex_t lock; /* posts, stopping */
-	struct post *posts;   /* newest first */
+	pthread_t signal_thread; /* signals, the status line */
+	pthread_t reload_thread; /* the reloads, one at a time */
+	int sfd;		 /* signalfd: SIGHUP, SIGUSR1 */
+	int efd;		 /* eventfd: the stop, for the signal thread */
+	pthread_mutex_t lock;	 /* what follows */
+	pthread_cond_t more;	 /* a post, or the stop */
+	struct post *posts;	 /* oldest first */
+	struct post **posts_tail;
+	bool hup_queued; /* a SIGHUP's reload waits in posts */
 	bool stopping;
 };
 
@@ -52,7 +58,7 @@ int service_block_signals(void)
 	/*
 	 * A handler that is not SIG_DFL keeps fuse_set_signal_handlers from
 	 * turning SIGHUP into an unmount; blocked, the signal waits for the
-	 * service thread's signalfd and the handler never runs. It
+	 * signal thread's signalfd and the handler never runs. It
 	 * cannot be SIG_IGN itself: ignored signals are discarded.
 	 */
 	sigemptyset(&set);
@@ -118,33 +124,26 @@ static void say_if_unmounted_here(struct service *sv)
 		 sv->mountpoint);
 }
 
-/* A posted command, answered through done exactly once. */
+/*
+ * A reload to run: posted through the mount (answered through done
+ * exactly once), or for SIGHUP (done NULL: the log says it all).
+ */
 struct post {
-	enum service_cmd cmd;
 	char why[64];
 	service_done_fn *done;
 	void *ctx;
 	struct post *next;
 };
 
-/* Takes the queued posts, oldest first. */
-static struct post *take_posts(struct service *sv, bool *stopping)
+/* Under sv->lock: queues p last; false (p not taken) when stopping. */
+static bool enqueue_locked(struct service *sv, struct post *p)
 {
-	struct post *list, *rev = NULL;
-
-	pthread_mutex_lock(&sv->lock);
-	list = sv->posts;
-	sv->posts = NULL;
-	*stopping = sv->stopping;
-	pthread_mutex_unlock(&sv->lock);
-	while (list) {
-		struct post *next = list->next;
-
-		list->next = rev;
-		rev = list;
-		list = next;
-	}
-	return rev;
+	if (sv->stopping)
+		return false;
+	*sv->posts_tail = p;
+	sv->posts_tail = &p->next;
+	pthread_cond_signal(&sv->more);
+	return true;
 }
 
 static void run_post(struct service *sv, struct post *p, bool stopping)
@@ -155,27 +154,89 @@ static void run_post(struct service *sv, struct post *p, bool stopping)
 	if (stopping) {
 		snprintf(msg, sizeof(msg), "clamfs is stopping: not done");
 		ret = -ESHUTDOWN;
-	} else if (p->cmd == SERVICE_RELOAD) {
-		ret = reload_run_notified(sv->reload, p->why, msg, sizeof(msg));
 	} else {
-		reload_drop_verdicts(sv->fs, p->why);
-		ret = 0;
+		ret = reload_run_notified(sv->reload, p->why, msg, sizeof(msg));
 	}
-	p->done(p->ctx, ret, msg);
+	if (p->done)
+		p->done(p->ctx, ret, msg);
 	free(p);
+}
+
+/* Runs the reloads one at a time; at stop, answers what is left. */
+static void *reload_main(void *arg)
+{
+	struct service *sv = arg;
+
+	pthread_mutex_lock(&sv->lock);
+	for (;;) {
+		struct post *p;
+		bool stopping;
+
+		while (!sv->posts && !sv->stopping)
+			pthread_cond_wait(&sv->more, &sv->lock);
+		p = sv->posts;
+		if (!p)
+			break; /* stopping, and nothing left to answer */
+		sv->posts = p->next;
+		if (!sv->posts)
+			sv->posts_tail = &sv->posts;
+		if (!p->done)
+			sv->hup_queued = false;
+		stopping = sv->stopping;
+		pthread_mutex_unlock(&sv->lock);
+		run_post(sv, p, stopping);
+		pthread_mutex_lock(&sv->lock);
+	}
+	pthread_mutex_unlock(&sv->lock);
+	return NULL;
+}
+
+/*
+ * SIGHUP: one reload queued at most, as the kernel keeps one pending
+ * signal: a burst while a reload runs gives one more, which reads the
+ * file as it is by then.
+ */
+static void queue_sighup(struct service *sv)
+{
+	struct post *p = calloc(1, sizeof(*p));
+	bool queued = false;
+
+	if (!p) {
+		log_err("SIGHUP: out of memory, not reloaded");
+		return;
+	}
+	snprintf(p->why, sizeof(p->why), "SIGHUP");
+	pthread_mutex_lock(&sv->lock);
+	if (!sv->hup_queued && enqueue_locked(sv, p)) {
+		sv->hup_queued = true;
+		queued = true;
+	}
+	pthread_mutex_unlock(&sv->lock);
+	if (!queued)
+		free(p);
 }
 
 static void take_signal(struct service *sv)
 {
 	struct signalfd_siginfo si;
-	char msg[2048];
 
 	if (read(sv->sfd, &si, sizeof(si)) != sizeof(si))
 		return;
+	/* never behind a reload: a signature update must not wait */
 	if (si.ssi_signo == SIGUSR1)
 		reload_drop_verdicts(sv->fs, "SIGUSR1");
 	else if (si.ssi_signo == SIGHUP)
-		reload_run_notified(sv->reload, "SIGHUP", msg, sizeof(msg));
+		queue_sighup(sv);
+}
+
+static bool stopping(struct service *sv)
+{
+	bool stop;
+
+	pthread_mutex_lock(&sv->lock);
+	stop = sv->stopping;
+	pthread_mutex_unlock(&sv->lock);
+	return stop;
 }
 
 static void *service_main(void *arg)
@@ -184,11 +245,9 @@ static void *service_main(void *arg)
 	struct pollfd pfd[2] = {{.fd = sv->sfd, .events = POLLIN},
 				{.fd = sv->efd, .events = POLLIN}};
 	long long next_status = mono_ms() + STATUS_SECONDS * 1000;
-	bool stopping = false;
 
-	while (!stopping) {
+	while (!stopping(sv)) {
 		long long now = mono_ms();
-		uint64_t n;
 
 		if (now >= next_status) {
 			notify_live_status(sv);
@@ -200,21 +259,38 @@ static void *service_main(void *arg)
 			continue;
 		if (pfd[0].revents & POLLIN)
 			take_signal(sv);
-		if (pfd[1].revents & POLLIN) {
-			struct post *p = NULL;
-
-			if (read(sv->efd, &n, sizeof(n)) != sizeof(n))
-				n = 0;
-			p = take_posts(sv, &stopping);
-			while (p) {
-				struct post *next = p->next;
-
-				run_post(sv, p, stopping);
-				p = next;
-			}
-		}
+		/* pfd[1]: the stop, seen at the top of the loop */
 	}
 	return NULL;
+}
+
+static void service_free(struct service *sv)
+{
+	if (sv->sfd != -1)
+		close(sv->sfd);
+	if (sv->efd != -1)
+		close(sv->efd);
+	pthread_cond_destroy(&sv->more);
+	pthread_mutex_destroy(&sv->lock);
+	free(sv);
+}
+
+/* Joins the threads started; queued posts are answered first. */
+static void stop_threads(struct service *sv, bool signals, bool reloads)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&sv->lock);
+	sv->stopping = true;
+	pthread_cond_signal(&sv->more);
+	pthread_mutex_unlock(&sv->lock);
+	/* a full counter already wakes the thread */
+	if (write(sv->efd, &one, sizeof(one)) != sizeof(one))
+		log_debug("service: wake-up not written: %s", strerror(errno));
+	if (signals)
+		pthread_join(sv->signal_thread, NULL);
+	if (reloads)
+		pthread_join(sv->reload_thread, NULL);
 }
 
 int service_start(struct clamfs_fs *fs, struct reload *reload,
@@ -230,65 +306,55 @@ int service_start(struct clamfs_fs *fs, struct reload *reload,
 	sv->fs = fs;
 	sv->reload = reload;
 	sv->mountpoint = mountpoint;
-	sv->sfd = sv->efd = -1;
+	sv->posts_tail = &sv->posts;
 	pthread_mutex_init(&sv->lock, NULL);
+	pthread_cond_init(&sv->more, NULL);
 	if (mountpoint_top_id(MOUNTINFO_SELF, mountpoint, &sv->mount_id) != 1)
 		sv->mount_id = 0;
 	/* blocked everywhere (service_block_signals): read here */
 	sigemptyset(&set);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);
-	sv->sfd = signalfd(-1, &set, SFD_CLOEXEC);
-	sv->efd = eventfd(0, EFD_CLOEXEC);
+	sv->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	sv->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (sv->sfd == -1 || sv->efd == -1) {
 		ret = -errno;
-		goto fail;
+		service_free(sv);
+		return ret;
 	}
-	ret = -pthread_create(&sv->thread, NULL, service_main, sv);
-	if (ret)
-		goto fail;
+	ret = -pthread_create(&sv->reload_thread, NULL, reload_main, sv);
+	if (ret) {
+		service_free(sv);
+		return ret;
+	}
+	ret = -pthread_create(&sv->signal_thread, NULL, service_main, sv);
+	if (ret) {
+		stop_threads(sv, false, true);
+		service_free(sv);
+		return ret;
+	}
 	*out = sv;
 	return 0;
-fail:
-	if (sv->sfd != -1)
-		close(sv->sfd);
-	if (sv->efd != -1)
-		close(sv->efd);
-	pthread_mutex_destroy(&sv->lock);
-	free(sv);
-	return ret;
 }
 
-static void wake(struct service *sv)
-{
-	uint64_t one = 1;
-
-	/* a full counter already wakes the thread */
-	if (write(sv->efd, &one, sizeof(one)) != sizeof(one))
-		return;
-}
-
-int service_post(struct service *sv, enum service_cmd cmd, const char *why,
-		 service_done_fn *done, void *ctx)
+int service_post_reload(struct service *sv, const char *why,
+			service_done_fn *done, void *ctx)
 {
 	struct post *p = calloc(1, sizeof(*p));
+	bool queued;
 
 	if (!p)
 		return -ENOMEM;
-	p->cmd = cmd;
 	snprintf(p->why, sizeof(p->why), "%s", why);
 	p->done = done;
 	p->ctx = ctx;
 	pthread_mutex_lock(&sv->lock);
-	if (sv->stopping) {
-		pthread_mutex_unlock(&sv->lock);
+	queued = enqueue_locked(sv, p);
+	pthread_mutex_unlock(&sv->lock);
+	if (!queued) {
 		free(p);
 		return -ESHUTDOWN;
 	}
-	p->next = sv->posts;
-	sv->posts = p;
-	pthread_mutex_unlock(&sv->lock);
-	wake(sv);
 	return 0;
 }
 
@@ -296,14 +362,6 @@ void service_stop(struct service *sv)
 {
 	if (!sv)
 		return;
-	pthread_mutex_lock(&sv->lock);
-	sv->stopping = true;
-	pthread_mutex_unlock(&sv->lock);
-	wake(sv);
-	/* the thread answers what was posted before it ends */
-	pthread_join(sv->thread, NULL);
-	close(sv->sfd);
-	close(sv->efd);
-	pthread_mutex_destroy(&sv->lock);
-	free(sv);
+	stop_threads(sv, true, true);
+	service_free(sv);
 }

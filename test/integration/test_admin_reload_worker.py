@@ -3,14 +3,16 @@
 # that received `clamfs --reload` (issue 25): with a single worker thread,
 # a reload that waits, here for its configuration file (a FIFO nobody
 # writes yet), leaves the mount serving, and the command still returns
-# only once the new configuration is in force. (The kernel holds the
+# only once the new configuration is in force; a SIGUSR1 meanwhile drops
+# the verdict cache at once, not after the reload. (The kernel holds the
 # mount root's lock for the command's setxattr meanwhile: names in the
 # root wait for it, so the test reads below a directory already known.)
 import errno
 import os
+import signal
 import subprocess
 
-from adminutil import ini
+from adminutil import ini, wait_log
 from clamfstest.env import SLOW, clamfs_bin
 from clamfstest.wait import wait_for
 from scanutil import put, try_read
@@ -33,14 +35,14 @@ def writer_when_read(fifo):
     (until then, a non-blocking open for writing fails with ENXIO)."""
     def try_open():
         try:
-            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            return [os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)]
         except OSError as e:
             if e.errno != errno.ENXIO:
                 raise
             return None
     fd = wait_for(try_open, 20)
     assert fd is not None, "the reload never opened its configuration"
-    return fd
+    return fd[0]
 
 
 def test_reload_waiting_for_its_file_leaves_the_worker_free(admin, clamd):
@@ -70,6 +72,9 @@ def test_reload_waiting_for_its_file_leaves_the_worker_free(admin, clamd):
         r = subprocess.run(["cat", m.m("sub", "clean")], capture_output=True,
                            timeout=10 * SLOW)
         assert r.stdout == CLEAN, r
+        # a signature update's SIGUSR1 does not wait for the reload
+        os.kill(m.pid, signal.SIGUSR1)
+        assert wait_log(m, "SIGUSR1: verdict cache dropped"), m.stderr_text()
         assert reload.poll() is None, "returned before its reload ended"
         os.write(fd, new.encode())
     finally:
