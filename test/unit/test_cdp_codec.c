@@ -60,8 +60,9 @@ static bool expect_bytes(struct fake *f, const char *want, size_t len)
 {
 	char buf[256];
 
-	assert_true(len <= sizeof(buf));
-	return read_full(f->fd, buf, len) && memcmp(buf, want, len) == 0;
+	/* no cmocka assertion here: this runs on the fake's thread */
+	return len <= sizeof(buf) && read_full(f->fd, buf, len) &&
+	       memcmp(buf, want, len) == 0;
 }
 
 static void answer(struct fake *f, const char *reply, size_t len)
@@ -162,7 +163,10 @@ static const struct cdp_cmd_env env = {
 	.shown = "fake",
 };
 
-/* Runs cmd on a fresh connection to a fake; returns cdp_cmd_run's. */
+/*
+ * Runs cmd on a fresh connection to a fake, which must see what its
+ * script expects; returns cdp_cmd_run's.
+ */
 static int run_fake(struct fake *f, void (*script)(struct fake *f),
 		    const void *arg, const struct cdp_cmd *cmd, bool session,
 		    bool reused, struct cdp_result *res)
@@ -176,6 +180,8 @@ static int run_fake(struct fake *f, void (*script)(struct fake *f),
 			  res);
 	cdp_conn_close(conn);
 	join_fake(f);
+	/* every script here ends as it should: it saw what it expected */
+	assert_true(f->ok);
 	return ret;
 }
 
@@ -503,6 +509,7 @@ static void test_dead_reused_session(void **state)
 	assert_int_equal(run_fake(&f, hang_up, NULL, &cmd, true, false, &res),
 			 0);
 	assert_int_equal(res.verdict, CDP_ERROR);
+	assert_int_equal(res.err, ECONNRESET);
 	assert_int_not_equal(res.cat, CDP_ERR_NONE);
 	(void)state;
 }

@@ -92,13 +92,15 @@ static void test_pinned_retired_keeps_successors(void **state)
 struct churn {
 	struct generations *gs;
 	unsigned int rounds;
-	unsigned int bad; /* __atomic: pins that found nothing to read */
+	unsigned int bad;     /* __atomic: pins that found nothing to read */
+	pthread_barrier_t go; /* the publishes start with the pins */
 };
 
 static void *pin_churn(void *arg)
 {
 	struct churn *c = arg;
 
+	pthread_barrier_wait(&c->go);
 	for (unsigned int i = 0; i < c->rounds; i++) {
 		struct generation *p = gen_pin(c->gs);
 
@@ -119,12 +121,15 @@ static void test_unpins_race_publishes(void **state)
 	pthread_t t[2];
 
 	assert_int_equal(generations_new(owning_generation(), &c.gs), 0);
+	assert_int_equal(pthread_barrier_init(&c.go, NULL, 3), 0);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, pin_churn, &c), 0);
+	pthread_barrier_wait(&c.go);
 	for (int i = 0; i < 200; i++)
 		generations_publish(c.gs, owning_generation());
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&c.go);
 	assert_int_equal(c.bad, 0);
 	assert_int_equal(refs(generations_current(c.gs)), 1);
 	generations_free(c.gs);
