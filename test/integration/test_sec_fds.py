@@ -18,6 +18,7 @@ import time
 import pytest
 
 from clamfstest.env import SLOW
+from clamfstest.wait import past_the_fd_cap
 from scanutil import mount_scan
 
 J = os.path.join
@@ -144,7 +145,8 @@ def test_low_hard_limit_clean_errors_and_recovery(mount_clamfs, clamd):
     """soft = hard = 256 over 3,000 files: the inode table must not take the
     fds that opens, listings and scans need; when fds do run out the errors
     are EMFILE/ENFILE; after the files are closed and the kernel forgets its
-    inodes everything works again."""
+    inodes everything works again (a lookup at the cap waiting for the
+    evictor, as anywhere)."""
     n, every = 3000, 10
     m = mount_scan(mount_clamfs, clamd, "on_error=deny",
                    preexec_fn=nofile(256, 256))
@@ -200,10 +202,14 @@ def test_low_hard_limit_clean_errors_and_recovery(mount_clamfs, clamd):
     wait_daemon_fds_below(m.pid, 64)
     drop_caches()
     assert sorted(os.listdir(d)) == names
+    # Recovered: every name resolves and reads again. A tight loop of
+    # lookups in one directory can still meet the table's cap for a
+    # moment, until the evictor's invalidations come back as FORGETs
+    # (doc/security.md): such an EMFILE is waited out, nothing else is.
     for i, name in enumerate(names):
         p = J(d, name)
-        assert stat.S_ISREG(os.lstat(p).st_mode)
-        with open(p, "rb") as f:
+        assert stat.S_ISREG(past_the_fd_cap(os.lstat, p).st_mode)
+        with past_the_fd_cap(open, p, "rb") as f:
             assert f.read() == expected(name, i, every), name
     r = ls_l(d)
     _errors_are_fd_class(r.stderr)
