@@ -189,7 +189,7 @@ static void reply_stats(fuse_req_t req, size_t size)
 	pin = fs_pin(fs);
 	vcache_counters(fs_vcache(fs), &x.vc);
 	vstore_counters(fs->vstore, &x.sc);
-	fleet = fs_fleet(pin);
+	fleet = gen_fleet(pin);
 	if (fleet) {
 		x.nbackends = cdp_fleet_size(fleet);
 		backends = calloc(x.nbackends, sizeof(*backends));
@@ -225,7 +225,7 @@ static void reply_stats(fuse_req_t req, size_t size)
 out:
 	free(buf);
 	free(backends);
-	fs_unpin(pin);
+	gen_unpin(pin);
 }
 
 void control_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)

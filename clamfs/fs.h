@@ -100,21 +100,11 @@ struct clamfs_fs {
 
 /*
  * A pin on the configuration in force (generation.h): what fs_policy(),
- * fs_vcache() and fs_detect() return stays valid while it is held.
+ * fs_vcache() and fs_detect() return stays valid until gen_unpin().
  */
 static inline struct generation *fs_pin(struct clamfs_fs *fs)
 {
 	return gen_pin(fs->gens);
-}
-
-static inline void fs_unpin(struct generation *pin)
-{
-	gen_unpin(pin);
-}
-
-static inline struct cdp_fleet *fs_fleet(struct generation *pin)
-{
-	return gen_fleet(pin);
 }
 
 /*

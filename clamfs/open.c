@@ -140,7 +140,7 @@ struct pending {
 
 static void pending_free(struct pending *p)
 {
-	fs_unpin(p->pin);
+	gen_unpin(p->pin);
 	free(p);
 }
 
@@ -1177,7 +1177,7 @@ void gate_open(fuse_req_t req, struct inode *inode, int fd,
 	struct generation *pin = fs_pin(req_fs(req));
 
 	gate_open_pinned(req, inode, fd, fi, created);
-	fs_unpin(pin);
+	gen_unpin(pin);
 }
 
 /*
@@ -1299,7 +1299,7 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 		pending_free(p);
 	}
 out:
-	fs_unpin(pin);
+	gen_unpin(pin);
 	if (fd >= 0)
 		close(fd);
 }
@@ -1422,7 +1422,7 @@ out:
 		close(rfd);
 	if (inode)
 		itab_forget(fs->itab, inode, 1);
-	fs_unpin(pin);
+	gen_unpin(pin);
 	return ret;
 }
 
@@ -1432,7 +1432,7 @@ void gate_note_write(struct clamfs_fs *fs, struct inode *inode)
 
 	inode_note_write(inode);
 	vcache_invalidate(fs_vcache(fs), inode_dev(inode), inode_ino(inode));
-	fs_unpin(pin);
+	gen_unpin(pin);
 }
 
 void gate_stop_notifying(struct clamfs_fs *fs)

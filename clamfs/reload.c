@@ -90,7 +90,7 @@ void reload_drop_verdicts(struct clamfs_fs *fs, const char *why)
 	vcache_clear(fs_vcache(fs));
 	/* after the cache: see maybe_cache() in open.c */
 	vstore_clear(fs->vstore);
-	fs_unpin(pin);
+	gen_unpin(pin);
 	if (!why)
 		return; /* the database watch counts and logs its own */
 	stats_inc(&fs->stats, STAT_CACHE_CLEARS);

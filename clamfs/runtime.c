@@ -51,7 +51,7 @@ static void *hold_generation(void *fs)
 
 static void release_generation(void *pin)
 {
-	fs_unpin(pin);
+	gen_unpin(pin);
 }
 
 /* 0 when any backend answers PING, else the last one's failure. */
@@ -243,7 +243,7 @@ static struct cdp_fleet *watch_pin_fleet(void *arg, void **pin)
 static void watch_unpin(void *arg, void *pin)
 {
 	(void)arg;
-	fs_unpin(pin);
+	gen_unpin(pin);
 }
 
 static void watch_drop_verdicts(void *arg)

@@ -229,7 +229,7 @@ static void take_signal(struct service *sv)
 		queue_sighup(sv);
 }
 
-static bool stopping(struct service *sv)
+static bool is_stopping(struct service *sv)
 {
 	bool stop;
 
@@ -246,7 +246,7 @@ static void *service_main(void *arg)
 				{.fd = sv->efd, .events = POLLIN}};
 	long long next_status = mono_ms() + STATUS_SECONDS * 1000;
 
-	while (!stopping(sv)) {
+	while (!is_stopping(sv)) {
 		long long now = mono_ms();
 
 		if (now >= next_status) {
