@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "fs.h"
+#include "mount_state.h"
 
 struct ahead;
 

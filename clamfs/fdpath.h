@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "fs.h"
+#include "mount_state.h"
 
 /*
  * The mount-relative path of the file open at fd (no leading slash), in

@@ -31,7 +31,6 @@ void generation_free(struct generation *g)
 	if (g->owns_detect)
 		detect_free(g->detect);
 	if (g->owns_opts) {
-		fuse_opt_free_args(&g->args);
 		opts_free(g->opts);
 		free(g->opts);
 	}

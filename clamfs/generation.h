@@ -11,9 +11,6 @@
 
 #include <stdbool.h>
 
-#define FUSE_USE_VERSION 314
-#include <fuse_opt.h>
-
 #include "clamdproto.h"
 #include "detect.h"
 #include "opts.h"
@@ -33,7 +30,6 @@ struct generation {
 	struct generation *next; /* the successor once retired */
 	struct clamfs_opts *opts;
 	bool owns_opts; /* not the first: that one is main()'s */
-	struct fuse_args args;
 	/*
 	 * In use by this generation. One a reload keeps moves on to the
 	 * successor, which then frees it: it lives as long as the newest.

@@ -113,6 +113,7 @@ static int reload_build(struct reload *r, const struct generation *g,
 	const struct clamfs_opts *o = g->opts, *n;
 	struct generation *next = generation_new();
 	struct clamfs_fs *fs = r->fs;
+	struct fuse_args fuse_args;
 	int ret = -ENOMEM;
 
 	snprintf(err, err_len, "no memory");
@@ -123,10 +124,12 @@ static int reload_build(struct reload *r, const struct generation *g,
 		goto out;
 	next->owns_opts = true; /* cmdline_parse empties it when it fails */
 	n = next->opts;
-	ret = cmdline_parse(r->argc, r->argv, next->opts, &next->args, err,
+	/* the libfuse arguments matter only at mount time */
+	ret = cmdline_parse(r->argc, r->argv, next->opts, &fuse_args, err,
 			    err_len);
 	if (ret)
 		goto out;
+	fuse_opt_free_args(&fuse_args);
 	ret = -EINVAL;
 	if (config_check_mount(n, o, fs->backend_path, r->mountpoint, mode, err,
 			       err_len) != 0)

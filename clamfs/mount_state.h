@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * State of one mounted clamfs, without libfuse's types: what the scan
+ * gate, the read-ahead and the runtime share with the FUSE request
+ * handlers, whose own helpers are in fs.h.
+ */
+#ifndef CLAMFS_MOUNT_STATE_H
+#define CLAMFS_MOUNT_STATE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "dbwatch.h"
+#include "detect.h"
+#include "generation.h"
+#include "inode.h"
+#include "outage.h"
+#include "policy.h"
+#include "scanq.h"
+#include "stats.h"
+#include "vcache.h"
+#include "vstore.h"
+
+struct ahead;
+struct fuse_session; /* libfuse's, used only through fs.h */
+
+/*
+ * What an administrator's command through the mount (control.c) does:
+ * set by the daemon's runtime, unset (NULL) before it runs and after.
+ */
+struct fs_commands {
+	/*
+	 * Has the configuration read again off the FUSE worker, then calls
+	 * done(ctx, 0 or -errno, the outcome's text) from another thread.
+	 * 0 when under way; else -errno and done is not called.
+	 */
+	int (*reload)(void *arg, const char *why,
+		      void (*done)(void *ctx, int status, const char *msg),
+		      void *ctx);
+	/* forget every cached verdict */
+	void (*drop_cache)(void *arg, const char *why);
+	void *arg;
+};
+
+struct clamfs_fs {
+	struct fuse_session *se; /* for kernel cache notifications */
+	struct inode_table *itab;
+	double attr_timeout;
+	double entry_timeout;
+	double negative_timeout;
+	bool default_permissions;
+	bool passthrough_wanted; /* passthrough=auto */
+	bool passthrough;	 /* negotiated at INIT (passthrough.h) */
+	bool writeback_wanted;	 /* writeback_cache=yes */
+	/*
+	 * Negotiated at INIT: written data may sit in the kernel's page
+	 * cache until written back (open.c flushes it before a scan).
+	 */
+	bool writeback;
+	/*
+	 * Scanner threads inside a kernel notification that waits for
+	 * requests to be answered (a write-back, a directory's lock): after
+	 * the session loop drain.c answers them until none does, and none
+	 * starts once it has stopped notifying (open.c).
+	 */
+	atomic_int kernel_waits;
+	atomic_bool notify_stopped;
+
+	/* the scan gate (open.c) */
+	const char *backend_path; /* realpath, as the administrator named it */
+	/*
+	 * What the kernel calls the backend root in /proc/self/fd links, for
+	 * mount-relative names: backend_path, or "/" when it was opened
+	 * beneath a dead mount (a copy of its mounts no namespace lists).
+	 */
+	const char *fd_root;
+	size_t fd_root_len;
+	enum scan_mode scan_mode;
+	bool scan_on_close;
+	bool scan_ahead;
+	bool scan_ahead_dirs;
+	struct ahead *ahead; /* directories read ahead (ahead.h) */
+	int quarantine_fd;   /* -1 unless on_infected=quarantine */
+	const struct policy *policy;
+	struct vcache *vcache;
+	struct vstore *vstore;	/* NULL without verdict_store= */
+	unsigned int store_ttl; /* cache_ttl in force, for the store */
+	struct scanq *scanq;
+	struct detect *detect;
+	struct dbwatch *dbwatch;
+	struct stats stats;
+	struct timespec started;    /* CLOCK_MONOTONIC */
+	time_t started_wall;	    /* the same instant, since the epoch */
+	struct outage clamd_outage; /* told once each, fs.h's readers */
+	struct fs_commands commands;
+	struct generations *gens; /* the configuration in force */
+};
+
+/*
+ * A pin on the configuration in force (generation.h): what fs_policy(),
+ * fs_vcache() and fs_detect() return stays valid until gen_unpin().
+ */
+static inline struct generation *fs_pin(struct clamfs_fs *fs)
+{
+	return gen_pin(fs->gens);
+}
+
+/*
+ * Settings a SIGHUP may replace while requests run: the current ones.
+ * Only valid under a pin taken before the call.
+ */
+static inline const struct policy *fs_policy(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->policy, __ATOMIC_ACQUIRE);
+}
+
+static inline struct vcache *fs_vcache(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->vcache, __ATOMIC_ACQUIRE);
+}
+
+static inline struct detect *fs_detect(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->detect, __ATOMIC_ACQUIRE);
+}
+
+static inline bool fs_scan_on_close(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->scan_on_close, __ATOMIC_RELAXED);
+}
+
+static inline bool fs_scan_ahead(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->scan_ahead, __ATOMIC_RELAXED);
+}
+
+static inline bool fs_scan_ahead_dirs(struct clamfs_fs *fs)
+{
+	return __atomic_load_n(&fs->scan_ahead_dirs, __ATOMIC_RELAXED);
+}
+
+#endif
