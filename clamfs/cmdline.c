@@ -2,12 +2,12 @@
 /*
  * fuse_opt-based parser for the daemon's command line: the switches, and
  * every -o key of the option table (optable.c), which also checks and
- * stores the values. Loading runs defaults, then the INI file (config.c),
+ * stores the values. Loading runs defaults, then the INI file (inifile.c),
  * then the -o options, then the positional paths.
  */
 #include "cmdline.h"
 
-#include "config.h"
+#include "inifile.h"
 #include "optable.h"
 
 #include <errno.h>
@@ -262,7 +262,7 @@ static char *find_config(int argc, char *argv[])
 /*
  * The configuration file named by config= (absolute, so a reload after
  * daemonizing, cwd "/", finds it too), read into opts. 0 when there is
- * none, or config_load's error.
+ * none, or inifile_load's error.
  */
 static int load_config(int argc, char *argv[], struct clamfs_opts *opts,
 		       char *err, size_t errlen)
@@ -276,7 +276,7 @@ static int load_config(int argc, char *argv[], struct clamfs_opts *opts,
 			opts->config = abs;
 		}
 	}
-	return opts->config ? config_load(opts->config, opts, err, errlen) : 0;
+	return opts->config ? inifile_load(opts->config, opts, err, errlen) : 0;
 }
 
 int cmdline_parse(int argc, char *argv[], struct clamfs_opts *opts,

@@ -19,7 +19,7 @@
 #include "log.h"
 #include "monotime.h"
 #include "mountpoint.h"
-#include "open.h"
+#include "gate.h"
 
 /*
  * Once nothing is owed any more, requests are answered until none came

@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "cli_stats.h"
+#include "check_cmd.h"
+#include "stats_cmd.h"
 #include "creds.h"
-#include "ctl.h"
+#include "mount_cmd.h"
 #include "drain.h"
 #include "evict.h"
 #include "exitcode.h"
@@ -28,7 +28,7 @@
 #include "holders.h"
 #include "log.h"
 #include "mountpoint.h"
-#include "notify.h"
+#include "sdnotify.h"
 #include "ops.h"
 #include "cmdline.h"
 #include "opts.h"
@@ -383,11 +383,11 @@ int main(int argc, char *argv[])
 	int root_fd, creds_err, ret = 1;
 
 	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
-		return cli_stats(argc - 2, argv + 2, stdout);
+		return stats_cmd_run(argc - 2, argv + 2, stdout);
 	if (argc >= 2 && strcmp(argv[1], "--reload") == 0)
-		return ctl_reload(argc - 2, argv + 2, stdout);
+		return mount_cmd_reload(argc - 2, argv + 2, stdout);
 	if (argc >= 2 && strcmp(argv[1], "--drop-cache") == 0)
-		return ctl_drop_cache(argc - 2, argv + 2, stdout);
+		return mount_cmd_drop_cache(argc - 2, argv + 2, stdout);
 	if (argc >= 2 && strcmp(argv[1], "--import-clamfs-xml") == 0)
 		return xmlimport_main(argc - 2, argv + 2);
 	if (cmdline_parse(argc, argv, &opts, &args, err, sizeof(err)) != 0) {
@@ -408,7 +408,7 @@ int main(int argc, char *argv[])
 		goto out_opts;
 	}
 	if (opts.check) {
-		ret = cli_check(&opts, stdout);
+		ret = check_cmd_run(&opts, stdout);
 		goto out_opts;
 	}
 
@@ -510,13 +510,13 @@ int main(int argc, char *argv[])
 	if (strcmp(backend, mnt) == 0)
 		holders_warn(backend, root_st.st_dev, 2000);
 	/* ready after the holders are named: a server started now is none */
-	notify_ready("mounted");
+	sdnotify_ready("mounted");
 
 	/* a loop ended by SIGTERM/SIGINT returns the signal: a clean stop */
 	ret = run_loop(se, &opts);
 	ret = ret == 0 || ret == SIGTERM || ret == SIGINT ? EXIT_OK
 							  : EXIT_FAILED;
-	notify_stopping();
+	sdnotify_stopping();
 	drain_after_loop(&fs, mnt, mnt_id);
 	evict_stop(ev);
 	ev = NULL;

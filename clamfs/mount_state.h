@@ -26,7 +26,7 @@ struct ahead;
 struct fuse_session; /* libfuse's, used only through fs.h */
 
 /*
- * What an administrator's command through the mount (control.c) does:
+ * What an administrator's command through the mount (cmd_xattr.c) does:
  * set by the daemon's runtime, unset (NULL) before it runs and after.
  */
 struct fs_commands {
@@ -55,19 +55,19 @@ struct clamfs_fs {
 	bool writeback_wanted;	 /* writeback_cache=yes */
 	/*
 	 * Negotiated at INIT: written data may sit in the kernel's page
-	 * cache until written back (open.c flushes it before a scan).
+	 * cache until written back (gate.c flushes it before a scan).
 	 */
 	bool writeback;
 	/*
 	 * Scanner threads inside a kernel notification that waits for
 	 * requests to be answered (a write-back, a directory's lock): after
 	 * the session loop drain.c answers them until none does, and none
-	 * starts once it has stopped notifying (open.c).
+	 * starts once it has stopped notifying (gate.c).
 	 */
 	atomic_int kernel_waits;
 	atomic_bool notify_stopped;
 
-	/* the scan gate (open.c) */
+	/* the scan gate (gate.c) */
 	const char *backend_path; /* realpath, as the administrator named it */
 	/*
 	 * What the kernel calls the backend root in /proc/self/fd links, for

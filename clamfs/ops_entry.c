@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "creds.h"
-#include "open.h"
+#include "gate.h"
 #include "ops.h"
 #include "procfd.h"
 #include "request.h"

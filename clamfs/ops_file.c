@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "open.h"
+#include "gate.h"
 #include "ops.h"
 #include "procfd.h"
 #include "request.h"

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
-#include "control.h"
+#include "cmd_xattr.h"
 #include "ops.h"
 #include "procfd.h"
 #include "request.h"
@@ -83,8 +83,8 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 	ssize_t n = -1;
 	int ret, err;
 
-	if (control_is_command(name)) {
-		control_get(req, ino, name, size);
+	if (cmd_xattr_is_command(name)) {
+		cmd_xattr_get(req, ino, name, size);
 		return;
 	}
 	ret = xattr_begin_as(req, ino, &id, path, !identity_free(name));
@@ -186,8 +186,8 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct req_identity id;
 	int ret;
 
-	if (control_is_command(name)) {
-		control_set(req, ino, name, value, size);
+	if (cmd_xattr_is_command(name)) {
+		cmd_xattr_set(req, ino, name, value, size);
 		return;
 	}
 	ret = xattr_begin(req, ino, &id, path);
@@ -205,7 +205,7 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct req_identity id;
 	int ret;
 
-	if (control_is_command(name)) {
+	if (cmd_xattr_is_command(name)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}

@@ -3,7 +3,7 @@
  * The table of clamfs's configuration keys: one row per key says its
  * name, INI section, type, field, limits, accepted words, default, help
  * text and what a reload does with it. The -o parser (opts.c), the INI
- * reader (config.c), the defaults, --help and the reload's description of
+ * reader (inifile.c), the defaults, --help and the reload's description of
  * what changed (runtime.c) are all read from it; adding a key is a row
  * here, a paragraph in the man pages and a line in etc/clamfs.ini.
  */

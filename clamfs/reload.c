@@ -15,7 +15,7 @@
 #include "cmdline.h"
 #include "generation.h"
 #include "log.h"
-#include "notify.h"
+#include "sdnotify.h"
 #include "optable.h"
 #include "poolcfg.h"
 
@@ -88,7 +88,7 @@ void reload_drop_verdicts(struct clamfs_fs *fs, const char *why)
 	struct generation *pin = fs_pin(fs);
 
 	vcache_clear(fs_vcache(fs));
-	/* after the cache: see maybe_cache() in open.c */
+	/* after the cache: see maybe_cache() in gate.c */
 	vstore_clear(fs->vstore);
 	gen_unpin(pin);
 	if (!why)
@@ -322,9 +322,9 @@ int reload_run_notified(struct reload *r, const char *why, char *msg,
 {
 	int ret;
 
-	notify_reloading();
+	sdnotify_reloading();
 	ret = reload_run(r, why, msg, msg_len);
-	notify_ready(ret ? "configuration rejected, the previous one stays"
-			 : "configuration reloaded");
+	sdnotify_ready(ret ? "configuration rejected, the previous one stays"
+			   : "configuration reloaded");
 	return ret;
 }

@@ -21,7 +21,7 @@
 #include "dbwatch.h"
 #include "generation.h"
 #include "log.h"
-#include "open.h"
+#include "gate.h"
 #include "poolcfg.h"
 #include "reload.h"
 #include "scanner_clamd.h"
@@ -253,7 +253,7 @@ static void watch_drop_verdicts(void *arg)
 	reload_drop_verdicts(rt->fs, NULL);
 }
 
-/* An administrator's command through the mount (control.c). */
+/* An administrator's command through the mount (cmd_xattr.c). */
 static int command_reload(void *arg, const char *why,
 			  void (*done)(void *ctx, int status, const char *msg),
 			  void *ctx)

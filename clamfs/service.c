@@ -23,7 +23,7 @@
 #include "log.h"
 #include "monotime.h"
 #include "mountpoint.h"
-#include "notify.h"
+#include "sdnotify.h"
 
 struct post;
 
@@ -95,7 +95,7 @@ static void notify_live_status(struct service *sv)
 		 (unsigned long long)stats_get(st, STAT_CACHE_HITS),
 		 (unsigned long long)stats_get(st, STAT_INFECTED),
 		 (unsigned long long)stats_get(st, STAT_ERRORS_DENIED));
-	notify_status(text);
+	sdnotify_status(text);
 }
 
 /*

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Unit tests of the daemon's FUSE-free modules.
 foreach(t test_opts test_inode test_nodeid test_mountpoint test_vcache
-		test_policy test_action test_config test_log test_scanq test_creds
+		test_policy test_action test_inifile test_log test_scanq test_creds
 		test_clamdconf test_qrecord test_escape test_writers test_tsgrain
 		test_vstore test_fdlimit test_generation)
 	clamfs_unit_test(${t})

@@ -154,7 +154,7 @@ static int remember(const struct mountinfo_entry *m, void *arg)
 	return 7; /* stops the walk, and is what mountpoint_each returns */
 }
 
-/* the fields nodeid.c (mount id, root) and ctl.c (options) rely on */
+/* the fields nodeid.c (mount id, root) and mount_cmd.c (options) rely on */
 static void test_each_gives_every_field(void **state)
 {
 	struct seen s = {.id = 45};

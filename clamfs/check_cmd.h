@@ -2,8 +2,8 @@
 /*
  * clamfs --check: the configuration and clamd, checked without mounting.
  */
-#ifndef CLAMFS_CLI_H
-#define CLAMFS_CLI_H
+#ifndef CLAMFS_CHECK_CMD_H
+#define CLAMFS_CHECK_CMD_H
 
 #include <stdio.h>
 
@@ -13,6 +13,6 @@
  * Prints what it checked; returns the exit status (exitcode.h) of the
  * first check that failed, 0 when none did.
  */
-int cli_check(const struct clamfs_opts *opts, FILE *out);
+int check_cmd_run(const struct clamfs_opts *opts, FILE *out);
 
 #endif

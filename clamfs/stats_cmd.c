@@ -5,7 +5,7 @@
  * or as one Prometheus exposition (prom.c), to stdout or atomically into a
  * file (for node_exporter's textfile collector).
  */
-#include "cli_stats.h"
+#include "stats_cmd.h"
 #include "exitcode.h"
 
 #include <errno.h>
@@ -141,7 +141,7 @@ static char *label_of(const char *arg)
 	return real ? real : strdup(arg);
 }
 
-int cli_stats(int argc, char *argv[], FILE *out)
+int stats_cmd_run(int argc, char *argv[], FILE *out)
 {
 	struct prom_mount *mounts = NULL;
 	const char *output = NULL;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * clamfs --reload and --drop-cache (ctl.h).
+ * clamfs --reload and --drop-cache (mount_cmd.h).
  */
-#include "ctl.h"
+#include "mount_cmd.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -48,7 +48,7 @@ static int match_pid(const struct mountinfo_entry *m, void *arg)
 	return 1;
 }
 
-int ctl_resolve_target(const char *target, char *mnt, size_t len)
+int mount_cmd_target(const char *target, char *mnt, size_t len)
 {
 	struct pid_query q = {target, mnt, len, false};
 	bool digits = *target != '\0';
@@ -98,7 +98,7 @@ static int one_target(int argc, char *argv[], const char *cmd, char *mnt,
 			cmd);
 		return EXIT_CONFIG;
 	}
-	ret = ctl_resolve_target(argv[0], mnt, len);
+	ret = mount_cmd_target(argv[0], mnt, len);
 	if (ret == -ESRCH) {
 		fprintf(stderr,
 			"clamfs: no clamfs mount served by process %s\n",
@@ -126,7 +126,7 @@ static int command_failed(const char *mnt)
 	return errno == ENOTCONN ? EXIT_NOT_MOUNTED : EXIT_FAILED;
 }
 
-int ctl_reload(int argc, char *argv[], FILE *out)
+int mount_cmd_reload(int argc, char *argv[], FILE *out)
 {
 	char mnt[4096], text[4096], token[CONTROL_TOKEN_MAX + 1],
 		name[sizeof(CONTROL_RELOAD) + CONTROL_TOKEN_MAX + 1];
@@ -160,7 +160,7 @@ int ctl_reload(int argc, char *argv[], FILE *out)
 	return ret == 0 ? EXIT_OK : EXIT_CONFIG;
 }
 
-int ctl_drop_cache(int argc, char *argv[], FILE *out)
+int mount_cmd_drop_cache(int argc, char *argv[], FILE *out)
 {
 	char mnt[4096];
 	int ret;

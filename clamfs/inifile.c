@@ -4,7 +4,7 @@
  * option table, then stores it with the table's own setter, the one -o
  * uses, so a key means exactly the same in the file and with -o.
  */
-#include "config.h"
+#include "inifile.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -14,7 +14,7 @@
 
 #include "optable.h"
 
-const char *config_section_of(const char *key)
+const char *inifile_section_of(const char *key)
 {
 	const struct opt_row *row = optable_find(key);
 
@@ -85,7 +85,7 @@ static int on_key(void *user, const char *section, const char *key,
 		  const char *value)
 {
 	struct load_ctx *ctx = user;
-	const char *want = config_section_of(key);
+	const char *want = inifile_section_of(key);
 	char msg[512], *arg = NULL;
 	int ret;
 
@@ -109,8 +109,8 @@ static int on_key(void *user, const char *section, const char *key,
 	return 1;
 }
 
-int config_load(const char *path, struct clamfs_opts *opts, char *err,
-		size_t errlen)
+int inifile_load(const char *path, struct clamfs_opts *opts, char *err,
+		 size_t errlen)
 {
 	struct load_ctx ctx = {
 		.path = path, .opts = opts, .err = err, .errlen = errlen};

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * --check (--stats is in cli_stats.c).
+ * --check (--stats is in stats_cmd.c).
  */
-#include "cli.h"
+#include "check_cmd.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -355,7 +355,7 @@ static void first_failure(int *status, int this)
 		*status = this;
 }
 
-int cli_check(const struct clamfs_opts *opts, FILE *out)
+int check_cmd_run(const struct clamfs_opts *opts, FILE *out)
 {
 	int status = EXIT_OK;
 

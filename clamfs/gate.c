@@ -5,7 +5,7 @@
  * returns: the reply comes from a scanner thread, so a long scan pins no
  * worker. Policy (exclusions, size, actions, errors) is applied here.
  */
-#include "open.h"
+#include "gate.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "inifile.h"
 #include "cmdline.h"
 #include "opts.h"
 
@@ -227,10 +227,10 @@ static void test_missing_file(void **state)
 
 static void test_section_table(void **state)
 {
-	assert_string_equal(config_section_of("cache_ttl"), "cache");
-	assert_string_equal(config_section_of("clamd"), "clamd");
-	assert_null(config_section_of("config"));
-	assert_null(config_section_of("-f"));
+	assert_string_equal(inifile_section_of("cache_ttl"), "cache");
+	assert_string_equal(inifile_section_of("clamd"), "clamd");
+	assert_null(inifile_section_of("config"));
+	assert_null(inifile_section_of("-f"));
 }
 
 int main(void)

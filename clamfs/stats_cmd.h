@@ -3,8 +3,8 @@
  * clamfs --stats: a running mount's counters, as text or in Prometheus
  * format, read from the mount's control attribute.
  */
-#ifndef CLAMFS_CLI_STATS_H
-#define CLAMFS_CLI_STATS_H
+#ifndef CLAMFS_STATS_CMD_H
+#define CLAMFS_STATS_CMD_H
 
 #include <stdio.h>
 
@@ -12,6 +12,6 @@
  * clamfs --stats [--prometheus] [--output FILE] MOUNTPOINT...: argv after
  * "--stats". Returns the exit status (exitcode.h).
  */
-int cli_stats(int argc, char *argv[], FILE *out);
+int stats_cmd_run(int argc, char *argv[], FILE *out);
 
 #endif

@@ -4,13 +4,13 @@
  * mount is up, reloading, stopping. No-ops when built without libsystemd
  * or not started by systemd.
  */
-#ifndef CLAMFS_NOTIFY_H
-#define CLAMFS_NOTIFY_H
+#ifndef CLAMFS_SDNOTIFY_H
+#define CLAMFS_SDNOTIFY_H
 
-void notify_ready(const char *status);
-void notify_reloading(void);
-void notify_stopping(void);
+void sdnotify_ready(const char *status);
+void sdnotify_reloading(void);
+void sdnotify_stopping(void);
 /* STATUS= only: what `systemctl status` shows under the unit. */
-void notify_status(const char *status);
+void sdnotify_status(const char *status);
 
 #endif

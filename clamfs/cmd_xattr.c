@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The command attributes of the mount root (control.h).
+ * The command attributes of the mount root (cmd_xattr.h).
  */
-#include "control.h"
+#include "cmd_xattr.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -31,7 +31,7 @@ static struct outcome outcomes[CONTROL_OUTCOMES];
 static unsigned int outcomes_next;
 static bool any_outcome;
 
-bool control_is_command(const char *name)
+bool cmd_xattr_is_command(const char *name)
 {
 	return strncmp(name, "trusted.clamfs.", 15) == 0;
 }
@@ -128,8 +128,8 @@ static int start_reload(fuse_req_t req, struct clamfs_fs *fs, const char *value,
 	return ret;
 }
 
-void control_set(fuse_req_t req, fuse_ino_t ino, const char *name,
-		 const char *value, size_t size)
+void cmd_xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name,
+		   const char *value, size_t size)
 {
 	struct clamfs_fs *fs = req_fs(req);
 	int ret = 0;
@@ -228,7 +228,8 @@ out:
 	gen_unpin(pin);
 }
 
-void control_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+void cmd_xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name,
+		   size_t size)
 {
 	char text[OUTCOME_MAX];
 	const char *token = NULL;

@@ -4,8 +4,8 @@
  * decided before it returns (cache, or a scan by clamd replied from a
  * scanner thread), and writes through the mount keep the cache honest.
  */
-#ifndef CLAMFS_OPEN_H
-#define CLAMFS_OPEN_H
+#ifndef CLAMFS_GATE_H
+#define CLAMFS_GATE_H
 
 #include "fs.h"
 
