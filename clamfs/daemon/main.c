@@ -16,10 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "admin_exec.h"
 #include "check_cmd.h"
-#include "stats_cmd.h"
 #include "creds.h"
-#include "mount_cmd.h"
 #include "drain.h"
 #include "evict.h"
 #include "exitcode.h"
@@ -34,7 +33,6 @@
 #include "opts.h"
 #include "runtime.h"
 #include "service.h"
-#include "xmlimport.h"
 #include "procfd.h"
 
 #if !defined(__SANITIZE_ADDRESS__)
@@ -382,14 +380,8 @@ int main(int argc, char *argv[])
 	struct stat root_st;
 	int root_fd, creds_err, ret = 1;
 
-	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
-		return stats_cmd_run(argc - 2, argv + 2, stdout);
-	if (argc >= 2 && strcmp(argv[1], "--reload") == 0)
-		return mount_cmd_reload(argc - 2, argv + 2, stdout);
-	if (argc >= 2 && strcmp(argv[1], "--drop-cache") == 0)
-		return mount_cmd_drop_cache(argc - 2, argv + 2, stdout);
-	if (argc >= 2 && strcmp(argv[1], "--import-clamfs-xml") == 0)
-		return xmlimport_main(argc - 2, argv + 2);
+	if (argc >= 2 && admin_exec_wanted(argv[1]))
+		return admin_exec(argv);
 	if (cmdline_parse(argc, argv, &opts, &args, err, sizeof(err)) != 0) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		return EXIT_CONFIG;

@@ -95,6 +95,7 @@ def test_package_contents(deb):
     paths = {l.split()[-1] for l in names.splitlines()}
     doc = "./usr/share/doc/clamfs-onaccess/"
     for path in ("./usr/sbin/clamfs", "./usr/bin/clamfs-scan",
+                 "./usr/libexec/clamfs/clamfs-admin",
                  "." + unit_dir() + "/clamfs@.service",
                  # all units in one directory (bookworm's were split)
                  "." + unit_dir() + "/clamfs-prometheus@.service",
@@ -268,6 +269,8 @@ try:
     res["bad"] = "read"
 except OSError as e:
     res["bad"] = e.errno
+# the administrators' commands run the installed clamfs-admin
+run("stats", ["/usr/sbin/clamfs", "--stats", m])
 # an upgrade (here: the same version again) restarts no mount and says
 # which ones still run the binary they started with
 run("upgrade", ["dpkg", "-i", deb])
@@ -306,14 +309,15 @@ def test_install_mount_scan_remove(deb, clamd):
         assert "conflict" in res["refused"]["out"].lower(), res["refused"]
         assert res["refused_left_clamfs"] and res["refused_no_sbin"]
         assert res["remove_clamfs"]["rc"] == 0, res["remove_clamfs"]
-    for step in ("install", "version", "verify", "mount", "upgrade",
-                 "umount", "remove", "purge"):
+    for step in ("install", "version", "verify", "mount", "stats",
+                 "upgrade", "umount", "remove", "purge"):
         assert res[step]["rc"] == 0, (step, res[step])
     assert res["upgrade_mount_kept"]
     assert ("these mounts run the previous clamfs until restarted:\n"
             "  /tmp/clamfs-deb-m\n") in res["upgrade"]["out"], res["upgrade"]
     assert "clamfs version" in res["version"]["out"]
     assert res["verify"]["out"].strip() == "", res["verify"]
+    assert "\nscans=" in "\n" + res["stats"]["out"], res["stats"]
     assert res["clean"] == "clean\n"
     assert res["bad"] == 13  # EACCES
     assert res["unmounted"]

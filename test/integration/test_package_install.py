@@ -65,7 +65,8 @@ def test_install_stays_in_the_prefix(tmp_path):
     assert re.search(r"^ExecStart=(\S+) --stats", prom, re.M).group(1) == \
         start.group(1), prom
     # programs and manuals
-    for name in ("sbin/clamfs", "share/man/man8/clamfs.8",
+    for name in ("sbin/clamfs", "libexec/clamfs/clamfs-admin",
+                 "share/man/man8/clamfs.8",
                  "share/man/man5/clamfs.ini.5"):
         assert any(f.endswith("/" + name) for f in files), name
     # what the manifest lists is what was installed: uninstalling by it
