@@ -24,6 +24,7 @@
 #include "exitcode.h"
 #include "fdlimit.h"
 #include "fs.h"
+#include "gate_reply.h"
 #include "holders.h"
 #include "log.h"
 #include "mountpoint.h"
@@ -461,6 +462,7 @@ int main(int argc, char *argv[])
 		goto out_scan;
 	ret = EXIT_FAILED;
 	fs.se = se;
+	fs.kernel = &gate_reply_kernel;
 	if (service_block_signals() != 0 || fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (opts.clamd_wait &&

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "gate.h"
+#include "gate_reply.h"
 #include "ops.h"
+#include "passthrough.h"
 #include "procfd.h"
 #include "request.h"
 
@@ -132,7 +134,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	gate_open(req, inode, fd, fi, NULL);
+	gate_reply_open(req, inode, fd, fi, NULL);
 }
 
 static bool is_special(mode_t mode)
@@ -240,7 +242,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	}
 	itab_note_name(fs->itab, req_inode(req, e.ino), dir, name);
 	/* an existing non-empty file opened for reading is scanned too */
-	gate_open(req, req_inode(req, e.ino), fd, fi, &e);
+	gate_reply_open(req, req_inode(req, e.ino), fd, fi, &e);
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -319,9 +321,11 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct inode *inode = req_inode(req, ino);
 
-	if (inode)
+	if (inode) {
+		if (inode_type(inode) == S_IFREG)
+			passthrough_release(req_fs(req), inode);
 		gate_release(req_fs(req), inode, fi_fd(fi), fi->flags);
-	else
+	} else
 		close(fi_fd(fi)); /* cannot happen: the kernel holds it */
 	fuse_reply_err(req, 0);
 }

@@ -9,6 +9,8 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "dbwatch.h"
@@ -23,6 +25,7 @@
 #include "vstore.h"
 
 struct ahead;
+struct clamfs_fs;
 struct fuse_session; /* libfuse's, used only through fs.h */
 
 /*
@@ -43,8 +46,20 @@ struct fs_commands {
 	void *arg;
 };
 
+/*
+ * The kernel's caches as the FUSE layer notifies them (gate_reply.h): an
+ * inode's pages written back and dropped, a name forgotten. They may wait
+ * for requests to be answered (kernel_waits).
+ */
+struct fs_kernel_ops {
+	int (*inval_inode)(struct clamfs_fs *fs, uint64_t nodeid);
+	int (*inval_entry)(struct clamfs_fs *fs, uint64_t parent,
+			   const char *name, size_t len);
+};
+
 struct clamfs_fs {
-	struct fuse_session *se; /* for kernel cache notifications */
+	struct fuse_session *se;	    /* for kernel cache notifications */
+	const struct fs_kernel_ops *kernel; /* set with se */
 	struct inode_table *itab;
 	double attr_timeout;
 	double entry_timeout;

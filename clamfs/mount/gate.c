@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * The scan gate. The FUSE worker opens the file as the caller, checks the
- * verdict cache, and on a miss hands the request to the scan queue and
- * returns: the reply comes from a scanner thread, so a long scan pins no
- * worker. Policy (exclusions, size, actions, errors) is applied here.
+ * verdict cache, and on a miss hands the open to the scan queue and
+ * returns: the answer comes from a scanner thread, so a long scan pins no
+ * worker. Policy (exclusions, size, actions, errors) is applied here; how
+ * an answer reaches the kernel is the FUSE layer's (gate_reply.c).
  */
 #include "gate.h"
 
@@ -20,12 +21,10 @@
 #include "ahead.h"
 #include "creds.h"
 #include "log.h"
-#include "passthrough.h"
 #include "tsgrain.h"
 #include "writers.h"
 #include "procfd.h"
 #include "fdpath.h"
-#include "request.h"
 
 /*
  * A file's stat and the wall-clock time read just before it: whether the
@@ -120,12 +119,10 @@ static bool stamp_quiet(struct inode *inode, int fd, const struct stat *st)
 struct pending {
 	struct scan_waiter w; /* first: the queue hands it back */
 	struct clamfs_fs *fs;
-	fuse_req_t req; /* NULL: a scan_on_close, nobody to reply to */
-	bool ahead;	/* with req NULL: a scan ahead, nothing to act on */
-	bool beside;	/* ... of a directory a reader waits in (ahead.h) */
-	struct fuse_file_info fi;
-	bool is_create;
-	struct fuse_entry_param entry;
+	/* the open kept to answer; NULL: a scan_on_close, nobody to answer */
+	struct gate_open *open;
+	bool ahead;  /* with open NULL: a scan ahead, nothing to act on */
+	bool beside; /* ... of a directory a reader waits in (ahead.h) */
 	struct inode *inode;
 	int fd;
 	struct stamp stamp;
@@ -154,65 +151,31 @@ static bool may_write(int flags)
 	return (flags & O_ACCMODE) != O_RDONLY;
 }
 
-/* Refuses the open; undoes the entry reference a create would hand over. */
-static void reply_refused(fuse_req_t req, struct clamfs_fs *fs, int fd,
-			  const struct fuse_entry_param *created, int err)
+/* Refuses the open; the FUSE layer undoes what a create would hand over. */
+static void refuse(struct gate_open *o, struct inode *inode, int fd, int err)
 {
-	close(fd);
-	if (created)
-		itab_forget(fs->itab, req_inode(req, created->ino), 1);
-	fuse_reply_err(req, err);
+	o->ops->answer(o, inode, fd, err, false);
 }
 
-static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
-			  struct inode *inode, int fd,
-			  struct fuse_file_info *fi, const struct stamp *st,
-			  const struct fuse_entry_param *created)
+/*
+ * Allows the open. Pages cached by an earlier open are kept only if
+ * nothing changed, and never while a writer is open: its shared mapping
+ * may hold dirty pages that no scan has seen. A stamp too young to vouch
+ * for the content, or taken while anyone could write the file (a reader
+ * through the mount could then cache bytes the writer put there and took
+ * back before this open's scan), is recorded as untrusted, so the next
+ * open drops the pages. st is NULL for what is not a regular file.
+ */
+static void allow(struct gate_open *o, struct inode *inode, int fd,
+		  const struct stamp *st)
 {
-	bool writer = may_write(fi->flags);
-	bool regular = inode_type(inode) == S_IFREG;
-	int ret;
-
-	/*
-	 * Pages cached by an earlier open are kept only if nothing changed,
-	 * and never while a writer is open: its shared mapping may hold
-	 * dirty pages that no scan has seen. A stamp too young to vouch for
-	 * the content, or taken while anyone could write the file (a reader
-	 * through the mount could then cache bytes the writer put there and
-	 * took back before this open's scan), is recorded as untrusted, so
-	 * the next open drops the pages.
-	 */
-	fi->keep_cache =
+	bool keep_cache =
 		st &&
 		inode_stamp_unchanged(inode, &st->st,
 				      stamp_settled(st) && st->quiet) &&
 		inode_writers(inode) == 0;
-	/* nothing to flush on close for a reader; spares a round trip */
-	fi->noflush = !writer;
-	fi->fh = (uint64_t)fd;
-	if (writer) {
-		inode_writers_add(inode, 1);
-		/*
-		 * With passthrough its writes never reach the daemon: a scan
-		 * running now must not be cached, even if this writer is
-		 * gone by the time the scan ends.
-		 */
-		inode_note_write(inode);
-	}
-	if (regular)
-		passthrough_open(fs, req, inode, fd, fi);
-	ret = created ? fuse_reply_create(req, created, fi)
-		      : fuse_reply_open(req, fi);
-	/* an interrupted open gets no release: undo what it holds */
-	if (ret != 0) {
-		if (regular)
-			passthrough_release(fs, inode);
-		if (writer)
-			inode_writers_add(inode, -1);
-		close(fd);
-		if (created)
-			itab_forget(fs->itab, req_inode(req, created->ino), 1);
-	}
+
+	o->ops->answer(o, inode, fd, 0, keep_cache);
 }
 
 /*
@@ -227,7 +190,7 @@ static void reply_allowed(fuse_req_t req, struct clamfs_fs *fs,
 static void forget_removed_name(struct clamfs_fs *fs, struct pending *p)
 {
 	struct inode *parent;
-	fuse_ino_t nodeid;
+	uint64_t nodeid;
 
 	if (!p->removed_name[0])
 		return;
@@ -235,16 +198,15 @@ static void forget_removed_name(struct clamfs_fs *fs, struct pending *p)
 			       p->removed_from.st_ino);
 	if (!parent)
 		return; /* the kernel does not know the directory: no entry */
-	nodeid = inode_nodeid(fs, parent);
+	nodeid = inode_hand_out(parent);
 	/*
 	 * Takes the directory's lock, which a lookup waiting for its answer
 	 * holds: counted as a write-back is, and not once a stop ended them.
 	 */
 	atomic_fetch_add(&fs->kernel_waits, 1);
 	if (!atomic_load(&fs->notify_stopped))
-		fuse_lowlevel_notify_inval_entry(fs->se, nodeid,
-						 p->removed_name,
-						 strlen(p->removed_name));
+		fs->kernel->inval_entry(fs, nodeid, p->removed_name,
+					strlen(p->removed_name));
 	atomic_fetch_sub(&fs->kernel_waits, 1);
 	itab_forget(fs->itab, parent, 1);
 }
@@ -500,7 +462,7 @@ static int64_t verdict_stamp_ns(const struct pending *p,
 static bool stamp_was_quiet(const struct pending *p,
 			    const struct scan_outcome *o)
 {
-	return p->stamp.quiet || (!p->req && o->confirmed_ns != 0);
+	return p->stamp.quiet || (!p->open && o->confirmed_ns != 0);
 }
 
 /*
@@ -613,16 +575,15 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 {
 	struct pending *p = (struct pending *)w;
 	struct clamfs_fs *fs = p->fs;
-	const struct fuse_entry_param *created =
-		p->is_create ? &p->entry : NULL;
+	bool created = p->open && p->open->is_create;
 	bool limits =
 		o->res.verdict == CDP_INFECTED && is_limits(fs, o->res.text);
 	bool cached;
 	int err = 0;
 
 	/* from here on no interrupt callback can run on p */
-	if (p->req)
-		fuse_req_interrupt_func(p->req, NULL, NULL);
+	if (p->open)
+		p->open->ops->on_interrupt(p->open, NULL);
 	/* a known verdict says nothing of clamd */
 	if (o->res.verdict != CDP_ERROR && !o->known &&
 	    outage_end(&fs->clamd_outage))
@@ -630,7 +591,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 			  "clamd answers again: scanning resumes");
 	/* a known verdict is in the cache already, with its own lifetime */
 	cached = !o->known && maybe_cache(p, o);
-	if (!p->req) {
+	if (!p->open) {
 		/* a scan ahead is for the next reader, who acts on it */
 		if (!p->ahead)
 			close_scanned(p, o);
@@ -656,7 +617,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 			stats_inc(&fs->stats, STAT_DENIED);
 		if (!created)
 			forget_removed_name(fs, p);
-		reply_refused(p->req, fs, p->fd, created, err);
+		refuse(p->open, p->inode, p->fd, err);
 		if (created)
 			forget_removed_name(fs, p);
 	} else {
@@ -673,16 +634,10 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 			debug_open(fs, p->fd, "allowed-scanned-clean", p->pid,
 				   p->uid, took);
 		}
-		reply_allowed(p->req, fs, p->inode, p->fd, &p->fi, &p->stamp,
-			      created);
+		allow(p->open, p->inode, p->fd, &p->stamp);
 	}
 out:
 	pending_free(p);
-}
-
-static void interrupted(fuse_req_t req, void *data)
-{
-	scanq_interrupt(&((struct pending *)data)->w);
 }
 
 static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
@@ -719,7 +674,7 @@ static int flush_writer_pages(void *ctx, uint64_t nodeid)
 	if (atomic_load(&fs->notify_stopped))
 		ret = -ESHUTDOWN; /* the scan would not see what is read */
 	else
-		fuse_lowlevel_notify_inval_inode(fs->se, nodeid, 0, 0);
+		fs->kernel->inval_inode(fs, nodeid);
 	atomic_fetch_sub(&fs->kernel_waits, 1);
 	return ret;
 }
@@ -736,29 +691,6 @@ static int reopen_readonly_flags(int fd, int flags)
 	proc_fd_path(link, fd);
 	rfd = open(link, O_RDONLY | O_CLOEXEC | flags);
 	return rfd == -1 ? -errno : rfd;
-}
-
-static int reopen_readonly(int fd)
-{
-	return reopen_readonly_flags(fd, 0);
-}
-
-/*
- * For the scan of an opener's read-write file, reopened as the opener:
- * clamd must not get a writable fd, and root may not be able to read it
- * (NFS root_squash). -errno on failure.
- */
-static int reopen_readonly_as(fuse_req_t req, int fd)
-{
-	struct req_identity id;
-	int ret;
-
-	ret = req_identity_enter(req, &id);
-	if (ret)
-		return ret;
-	ret = reopen_readonly(fd);
-	req_identity_leave(&id);
-	return ret;
 }
 
 /*
@@ -902,12 +834,12 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		 * and share one: writing to another user's files must not
 		 * fill that user's queue.
 		 */
-		.uid = p->req ? p->uid : CLOSE_SCAN_QUEUE,
+		.uid = p->open ? p->uid : CLOSE_SCAN_QUEUE,
 		.known = verdict_known,
 		.known_ctx = fs,
 	};
 
-	if (!p->req && !p->ahead) {
+	if (!p->open && !p->ahead) {
 		r.confirm = close_stamp_quiet;
 		r.confirm_ctx = fs;
 	}
@@ -925,18 +857,23 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		r.uid = SCAN_AHEAD_DIR_QUEUE;
 		r.beside_one = true;
 	}
-	if (p->req && inode_writers(p->inode) != 0 &&
-	    !truncates_page_cache(p->fs, p->fi.flags, p->is_create)) {
+	if (p->open && inode_writers(p->inode) != 0 &&
+	    !truncates_page_cache(p->fs, p->open->flags, p->open->is_create)) {
 		r.prepare = flush_writer_pages;
 		r.prepare_ctx = fs;
-		r.prepare_key = inode_nodeid(fs, p->inode);
+		r.prepare_key = inode_hand_out(p->inode);
 	}
 	vcache_file_from_stat(&f, &p->stamp.st);
 	/* it holds its directory's lock until answered */
-	p->w.answer_first = p->is_create;
-	/* a close scan's fd is read-only already, opened as the owner */
-	if (p->req && may_write(p->fi.flags)) {
-		ro_fd = reopen_readonly_as(p->req, p->fd);
+	p->w.answer_first = p->open && p->open->is_create;
+	/*
+	 * For the scan of an opener's read-write file, reopened as the
+	 * opener: clamd must not get a writable fd, and root may not be able
+	 * to read it (NFS root_squash). A close scan's fd is read-only
+	 * already, opened as the owner.
+	 */
+	if (p->open && may_write(p->open->flags)) {
+		ro_fd = p->open->ops->reopen_readonly(p->open, p->fd);
 		if (ro_fd < 0)
 			return ro_fd;
 		r.fd = ro_fd;
@@ -954,9 +891,10 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
  * process may have dropped groups its uid has. NULL (none known, so no
  * exemption by them) on failure; free what is not small.
  */
-static gid_t *opener_groups(fuse_req_t req, gid_t *small, size_t cap, size_t *n)
+static gid_t *opener_groups(struct gate_open *o, gid_t *small, size_t cap,
+			    size_t *n)
 {
-	int got = fuse_req_getgroups(req, (int)cap, small);
+	int got = o->ops->groups(o, small, cap);
 	gid_t *big;
 
 	*n = 0;
@@ -970,7 +908,7 @@ static gid_t *opener_groups(fuse_req_t req, gid_t *small, size_t cap, size_t *n)
 	big = calloc(cap, sizeof(*big));
 	if (!big)
 		return NULL;
-	got = fuse_req_getgroups(req, (int)cap, big);
+	got = o->ops->groups(o, big, cap);
 	if (got < 0 || (size_t)got > cap) {
 		free(big);
 		return NULL;
@@ -986,12 +924,11 @@ enum unscanned {
 	UNSCANNED_SCAN, /* a scan decides */
 };
 
-static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
+static enum unscanned decide_unscanned(struct gate_open *o,
+				       struct clamfs_fs *fs,
 				       struct inode *inode, int fd,
-				       const struct stat *st, int flags,
-				       bool is_create)
+				       const struct stat *st)
 {
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char buf[PATH_MAX];
 	const char *rel = NULL;
 	gid_t small[64], *groups = NULL;
@@ -1000,9 +937,9 @@ static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
 
 	/* empty on the backend, not necessarily in the page cache */
 	if (st->st_size == 0 &&
-	    !unwritten_data_possible(fs, inode, flags, is_create)) {
+	    !unwritten_data_possible(fs, inode, o->flags, o->is_create)) {
 		stats_inc(&fs->stats, STAT_EMPTY);
-		debug_open(fs, fd, "allowed-empty", ctx->pid, ctx->uid, NULL);
+		debug_open(fs, fd, "allowed-empty", o->pid, o->uid, NULL);
 		return UNSCANNED_ALLOW;
 	}
 	/*
@@ -1012,9 +949,9 @@ static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
 	 */
 	if (policy_needs_path(fs_policy(fs)))
 		rel = fs_fd_only_name(fs, fd, buf, sizeof(buf));
-	if (policy_wants_groups(fs_policy(fs), ctx->uid, ctx->gid))
-		groups = opener_groups(req, small, 64, &ngroups);
-	d = policy_decide_groups(fs_policy(fs), rel, ctx->uid, ctx->gid, groups,
+	if (policy_wants_groups(fs_policy(fs), o->uid, o->gid))
+		groups = opener_groups(o, small, 64, &ngroups);
+	d = policy_decide_groups(fs_policy(fs), rel, o->uid, o->gid, groups,
 				 ngroups, (uint64_t)st->st_size);
 	if (groups != small)
 		free(groups);
@@ -1023,28 +960,23 @@ static enum unscanned decide_unscanned(fuse_req_t req, struct clamfs_fs *fs,
 		break;
 	case POLICY_SKIP_EXCLUDED:
 		stats_inc(&fs->stats, STAT_EXCLUDED);
-		debug_open(fs, fd, "allowed-excluded", ctx->pid, ctx->uid,
-			   NULL);
+		debug_open(fs, fd, "allowed-excluded", o->pid, o->uid, NULL);
 		return UNSCANNED_ALLOW;
 	case POLICY_SKIP_OVERSIZE:
 		stats_inc(&fs->stats, STAT_OVERSIZE_ALLOWED);
-		debug_open(fs, fd, "allowed-oversize", ctx->pid, ctx->uid,
-			   NULL);
+		debug_open(fs, fd, "allowed-oversize", o->pid, o->uid, NULL);
 		return UNSCANNED_ALLOW;
 	case POLICY_DENY_OVERSIZE:
 		stats_inc(&fs->stats, STAT_OVERSIZE_DENIED);
-		debug_open(fs, fd, "denied-oversize", ctx->pid, ctx->uid, NULL);
+		debug_open(fs, fd, "denied-oversize", o->pid, o->uid, NULL);
 		return UNSCANNED_DENY;
 	}
 	return UNSCANNED_SCAN;
 }
 
-static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
-			     struct fuse_file_info *fi,
-			     const struct fuse_entry_param *created)
+static void gate_open_pinned(struct clamfs_fs *fs, struct gate_open *o,
+			     struct inode *inode, int fd)
 {
-	struct clamfs_fs *fs = req_fs(req);
-	const struct fuse_ctx *ctx;
 	char sig[CDP_TEXT_MAX];
 	struct vcache_file f;
 	struct pending *p;
@@ -1054,41 +986,40 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 	int ret;
 
 	if (inode_type(inode) != S_IFREG) {
-		reply_allowed(req, fs, inode, fd, fi, NULL, created);
+		allow(o, inode, fd, NULL);
 		return;
 	}
 	ret = stamp_fd(fs, fd, &st);
 	if (ret) {
-		reply_refused(req, fs, fd, created, -ret);
+		refuse(o, inode, fd, -ret);
 		return;
 	}
 	/*
 	 * Asked for every reader, scanned or not: the pages a reader caches
-	 * are kept for the next one only on a quiet stamp (reply_allowed). A
+	 * are kept for the next one only on a quiet stamp (allow). A
 	 * read-write opener's own fd is a writer: never quiet.
 	 */
-	st.quiet = may_read(fi->flags) && !may_write(fi->flags) &&
+	st.quiet = may_read(o->flags) && !may_write(o->flags) &&
 		   stamp_quiet(inode, fd, &st.st);
 	/*
 	 * A writer may leave ctime as it was where the backend lets it be
 	 * set (the store trusts local filesystems only, but a verdict kept
 	 * for content about to change is worth nothing anyway).
 	 */
-	if (may_write(fi->flags))
+	if (may_write(o->flags))
 		vstore_forget(fs->vstore, st.st.st_dev, st.st.st_ino);
-	if (!may_read(fi->flags)) {
+	if (!may_read(o->flags)) {
 		/* overwriting an infected file is fine: nothing is read */
-		reply_allowed(req, fs, inode, fd, fi, &st, created);
+		allow(o, inode, fd, &st);
 		return;
 	}
 	stats_inc(&fs->stats, STAT_OPENS_CHECKED);
-	switch (decide_unscanned(req, fs, inode, fd, &st.st, fi->flags,
-				 created != NULL)) {
+	switch (decide_unscanned(o, fs, inode, fd, &st.st)) {
 	case UNSCANNED_ALLOW:
-		reply_allowed(req, fs, inode, fd, fi, &st, created);
+		allow(o, inode, fd, &st);
 		return;
 	case UNSCANNED_DENY:
-		reply_refused(req, fs, fd, created, fs_policy(fs)->deny_errno);
+		refuse(o, inode, fd, fs_policy(fs)->deny_errno);
 		return;
 	case UNSCANNED_SCAN:
 		break;
@@ -1096,13 +1027,12 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 
 	p = pending_new(fs, inode, fd, &st);
 	if (!p) {
-		reply_refused(req, fs, fd, created, ENOMEM);
+		refuse(o, inode, fd, ENOMEM);
 		return;
 	}
-	ctx = fuse_req_ctx(req);
-	p->pid = ctx->pid;
-	p->uid = ctx->uid;
-	p->gid = ctx->gid;
+	p->pid = o->pid;
+	p->uid = o->uid;
+	p->gid = o->gid;
 	/* anyone who may write makes any cached verdict untrustworthy */
 	if (st.quiet) {
 		vcache_file_from_stat(&f, &st.st);
@@ -1126,10 +1056,9 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 			if (ret) {
 				if (!limits)
 					stats_inc(&fs->stats, STAT_DENIED);
-				reply_refused(req, fs, fd, created, ret);
+				refuse(o, inode, fd, ret);
 			} else {
-				reply_allowed(req, fs, inode, fd, fi, &st,
-					      created);
+				allow(o, inode, fd, &st);
 			}
 			pending_free(p);
 			return;
@@ -1143,40 +1072,41 @@ static void gate_open_pinned(fuse_req_t req, struct inode *inode, int fd,
 
 	stats_inc(&fs->stats, STAT_SCANS_WAITED);
 	/* the files beside it are likely next: read its directory ahead */
-	if (st.quiet && !created && fs_scan_ahead_dirs(fs))
+	if (st.quiet && !o->is_create && fs_scan_ahead_dirs(fs))
 		ahead_note_wait(fs->ahead, fd, &st.st, p->uid, p->gid);
-	p->req = req;
-	p->fi = *fi; /* fi does not outlive this call */
-	if (created) {
-		p->is_create = true;
-		p->entry = *created;
+	/* o does not outlive this call */
+	p->open = o->ops->keep(o);
+	if (!p->open) {
+		pending_free(p);
+		refuse(o, inode, fd, ENOMEM);
+		return;
 	}
+	o = p->open;
 	/* registered first: a scan may finish before submit returns */
-	fuse_req_interrupt_func(req, interrupted, p);
+	o->ops->on_interrupt(o, &p->w);
 	ret = submit(fs, p);
 	if (ret) {
-		fuse_req_interrupt_func(req, NULL, NULL);
+		o->ops->on_interrupt(o, NULL);
 		if (ret == -EINTR)
 			stats_inc(&fs->stats, STAT_INTERRUPTED);
 		pending_free(p);
-		reply_refused(req, fs, fd, created, -ret);
+		refuse(o, inode, fd, -ret);
 	}
 	return;
 known_clean:
 	stats_inc(&fs->stats, STAT_CACHE_HITS);
 	debug_open(fs, fd, how, p->pid, p->uid, NULL);
 	pending_free(p);
-	reply_allowed(req, fs, inode, fd, fi, &st, created);
+	allow(o, inode, fd, &st);
 }
 
 /* The policy and cache it reads stay while pinned; a scan takes its own. */
-void gate_open(fuse_req_t req, struct inode *inode, int fd,
-	       struct fuse_file_info *fi,
-	       const struct fuse_entry_param *created)
+void gate_open(struct clamfs_fs *fs, struct gate_open *o, struct inode *inode,
+	       int fd)
 {
-	struct generation *pin = fs_pin(req_fs(req));
+	struct generation *pin = fs_pin(fs);
 
-	gate_open_pinned(req, inode, fd, fi, created);
+	gate_open_pinned(fs, o, inode, fd);
 	gen_unpin(pin);
 }
 
@@ -1244,8 +1174,6 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	bool ahead;
 	int rfd;
 
-	if (inode_type(inode) == S_IFREG)
-		passthrough_release(fs, inode);
 	/*
 	 * What a writer wrote may never have passed the daemon
 	 * (passthrough, shared mappings): no verdict taken while it was open

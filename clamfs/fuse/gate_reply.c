@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Opens and creates through the scan gate (gate_reply.h): the request's
+ * opener, groups and interrupts for the gate, its answer as the reply.
+ */
+#include "gate_reply.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "gate.h"
+#include "passthrough.h"
+#include "procfd.h"
+#include "request.h"
+
+struct fuse_open {
+	struct gate_open o; /* first: the gate hands it back */
+	fuse_req_t req;
+	struct fuse_file_info *fi;
+	const struct fuse_entry_param *created; /* NULL: an open */
+	/* kept (the answer comes from a scanner thread): the copies */
+	bool kept;
+	struct fuse_file_info fi_copy;
+	struct fuse_entry_param created_copy;
+};
+
+static int opener_groups(struct gate_open *o, gid_t *buf, size_t cap)
+{
+	return fuse_req_getgroups(((struct fuse_open *)o)->req, (int)cap, buf);
+}
+
+static int reopen_readonly_as_opener(struct gate_open *o, int fd)
+{
+	struct req_identity id;
+	char link[PROC_FD_PATH_MAX];
+	int ret;
+
+	ret = req_identity_enter(((struct fuse_open *)o)->req, &id);
+	if (ret)
+		return ret;
+	proc_fd_path(link, fd);
+	ret = open(link, O_RDONLY | O_CLOEXEC);
+	if (ret == -1)
+		ret = -errno;
+	req_identity_leave(&id);
+	return ret;
+}
+
+static struct gate_open *keep(struct gate_open *o)
+{
+	struct fuse_open *fo = (struct fuse_open *)o;
+	struct fuse_open *k = malloc(sizeof(*k));
+
+	if (!k)
+		return NULL;
+	*k = *fo;
+	k->kept = true;
+	/* neither outlives the request handler's call */
+	k->fi_copy = *fo->fi;
+	k->fi = &k->fi_copy;
+	if (fo->created) {
+		k->created_copy = *fo->created;
+		k->created = &k->created_copy;
+	}
+	return &k->o;
+}
+
+static void interrupted(fuse_req_t req, void *data)
+{
+	(void)req;
+	scanq_interrupt(data);
+}
+
+static void on_interrupt(struct gate_open *o, struct scan_waiter *w)
+{
+	fuse_req_interrupt_func(((struct fuse_open *)o)->req,
+				w ? interrupted : NULL, w);
+}
+
+static bool may_write(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY;
+}
+
+static void reply_refused(struct fuse_open *fo, int fd, int err)
+{
+	fuse_req_t req = fo->req;
+
+	close(fd);
+	if (fo->created)
+		itab_forget(req_fs(req)->itab, req_inode(req, fo->created->ino),
+			    1);
+	fuse_reply_err(req, err);
+}
+
+static void reply_allowed(struct fuse_open *fo, struct inode *inode, int fd,
+			  bool keep_cache)
+{
+	fuse_req_t req = fo->req;
+	struct clamfs_fs *fs = req_fs(req);
+	struct fuse_file_info *fi = fo->fi;
+	bool writer = may_write(fi->flags);
+	bool regular = inode_type(inode) == S_IFREG;
+	int ret;
+
+	fi->keep_cache = keep_cache;
+	/* nothing to flush on close for a reader; spares a round trip */
+	fi->noflush = !writer;
+	fi->fh = (uint64_t)fd;
+	if (writer) {
+		inode_writers_add(inode, 1);
+		/*
+		 * With passthrough its writes never reach the daemon: a scan
+		 * running now must not be cached, even if this writer is
+		 * gone by the time the scan ends.
+		 */
+		inode_note_write(inode);
+	}
+	if (regular)
+		passthrough_open(fs, req, inode, fd, fi);
+	ret = fo->created ? fuse_reply_create(req, fo->created, fi)
+			  : fuse_reply_open(req, fi);
+	/* an interrupted open gets no release: undo what it holds */
+	if (ret != 0) {
+		if (regular)
+			passthrough_release(fs, inode);
+		if (writer)
+			inode_writers_add(inode, -1);
+		close(fd);
+		if (fo->created)
+			itab_forget(fs->itab, req_inode(req, fo->created->ino),
+				    1);
+	}
+}
+
+static void answer(struct gate_open *o, struct inode *inode, int fd, int err,
+		   bool keep_cache)
+{
+	struct fuse_open *fo = (struct fuse_open *)o;
+
+	if (err)
+		reply_refused(fo, fd, err);
+	else
+		reply_allowed(fo, inode, fd, keep_cache);
+	if (fo->kept)
+		free(fo);
+}
+
+static const struct gate_open_ops fuse_open_ops = {
+	.groups = opener_groups,
+	.reopen_readonly = reopen_readonly_as_opener,
+	.keep = keep,
+	.on_interrupt = on_interrupt,
+	.answer = answer,
+};
+
+void gate_reply_open(fuse_req_t req, struct inode *inode, int fd,
+		     struct fuse_file_info *fi,
+		     const struct fuse_entry_param *created)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fuse_open fo = {
+		.o = {.ops = &fuse_open_ops,
+		      .pid = ctx->pid,
+		      .uid = ctx->uid,
+		      .gid = ctx->gid,
+		      .flags = fi->flags,
+		      .is_create = created != NULL},
+		.req = req,
+		.fi = fi,
+		.created = created,
+	};
+
+	gate_open(req_fs(req), &fo.o, inode, fd);
+}
+
+static int inval_inode(struct clamfs_fs *fs, uint64_t nodeid)
+{
+	return fuse_lowlevel_notify_inval_inode(fs->se, nodeid, 0, 0);
+}
+
+static int inval_entry(struct clamfs_fs *fs, uint64_t parent, const char *name,
+		       size_t len)
+{
+	return fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len);
+}
+
+const struct fs_kernel_ops gate_reply_kernel = {
+	.inval_inode = inval_inode,
+	.inval_entry = inval_entry,
+};
