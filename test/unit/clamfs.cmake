@@ -15,7 +15,7 @@ clamfs_layer_tests(scan test_vcache test_policy test_action test_scanq
 # the option table against the man pages and the sample INI, and the
 # clamd address rules the daemon and --check share
 clamfs_layer_tests(config test_optable test_poolcfg test_clamdconf)
-clamfs_layer_tests(mount test_generation)
+clamfs_layer_tests(mount test_generation test_gate)
 # -o and the INI file through the command line's parser
 clamfs_layer_tests(fuse test_opts test_inifile)
 clamfs_layer_tests(daemon test_fdlimit)

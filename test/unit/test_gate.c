@@ -1,0 +1,576 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The scan gate (gate.c) without FUSE: opens of real files in a directory
+ * of the build tree, judged by the real policy, verdict cache and scan
+ * queue, with a scanner that calls a file infected when it starts with
+ * "INFECTED". The opener, its groups, its answer and the kernel's cache
+ * notifications are this test's (struct gate_open_ops), so what the gate
+ * asks of the FUSE layer and in which order is what is checked: whether
+ * it waits, what it answers, what it reopens, when a removed name is
+ * forgotten. Root: the gate's writer probe takes a lease (writers.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gate.h"
+#include "procfd.h"
+#include "tsgrain.h"
+
+#define EVENTS_MAX 32
+
+/* What the gate did through the test's ops, in order. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char events[EVENTS_MAX][NAME_MAX + 32];
+	int n_events;
+	int answers;
+	int err;
+	bool keep_cache;
+	int keeps;
+	int groups_asked;
+	int reopens;
+	gid_t groups[2];
+	int n_groups;
+} seen = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+};
+
+static atomic_int scans;
+
+static struct clamfs_fs fs;
+static struct policy pol;
+static char dir[PATH_MAX];
+static int dir_fd = -1;
+
+static void note(const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&seen.lock);
+	assert_true(seen.n_events < EVENTS_MAX);
+	va_start(ap, fmt);
+	vsnprintf(seen.events[seen.n_events++], sizeof(seen.events[0]), fmt,
+		  ap);
+	va_end(ap);
+	pthread_mutex_unlock(&seen.lock);
+}
+
+static void forget_seen(void)
+{
+	pthread_mutex_lock(&seen.lock);
+	seen.n_events = 0;
+	seen.answers = 0;
+	seen.err = -1;
+	seen.keep_cache = false;
+	seen.keeps = 0;
+	seen.groups_asked = 0;
+	seen.reopens = 0;
+	pthread_mutex_unlock(&seen.lock);
+	atomic_store(&scans, 0);
+}
+
+/* The scanner: infected is what starts with "INFECTED". */
+static void fake_scan(const struct scanq_scan *s, struct cdp_result *res)
+{
+	char head[8];
+	ssize_t n = pread(s->fd, head, sizeof(head), 0);
+
+	atomic_fetch_add(&scans, 1);
+	memset(res, 0, sizeof(*res));
+	if (n == (ssize_t)sizeof(head) && memcmp(head, "INFECTED", 8) == 0) {
+		res->verdict = CDP_INFECTED;
+		strcpy(res->text, "Clamfs.Test.Sig");
+	} else {
+		res->verdict = CDP_CLEAN;
+	}
+}
+
+static int fake_inval_inode(struct clamfs_fs *f, uint64_t nodeid)
+{
+	(void)f;
+	note("inval_inode:%llu", (unsigned long long)nodeid);
+	return 0;
+}
+
+static int fake_inval_entry(struct clamfs_fs *f, uint64_t parent,
+			    const char *name, size_t len)
+{
+	(void)f, (void)parent;
+	note("inval_entry:%.*s", (int)len, name);
+	return 0;
+}
+
+static const struct fs_kernel_ops fake_kernel = {
+	.inval_inode = fake_inval_inode,
+	.inval_entry = fake_inval_entry,
+};
+
+/* An opener; kept is a heap copy, as the FUSE layer's would be. */
+struct fake_open {
+	struct gate_open o;
+	bool kept;
+};
+
+static int fake_groups(struct gate_open *o, gid_t *buf, size_t cap)
+{
+	(void)o;
+	pthread_mutex_lock(&seen.lock);
+	seen.groups_asked++;
+	for (int i = 0; i < seen.n_groups && (size_t)i < cap; i++)
+		buf[i] = seen.groups[i];
+	pthread_mutex_unlock(&seen.lock);
+	return seen.n_groups;
+}
+
+static int fake_reopen(struct gate_open *o, int fd)
+{
+	char link[PROC_FD_PATH_MAX];
+	int rfd;
+
+	(void)o;
+	pthread_mutex_lock(&seen.lock);
+	seen.reopens++;
+	pthread_mutex_unlock(&seen.lock);
+	proc_fd_path(link, fd);
+	rfd = open(link, O_RDONLY | O_CLOEXEC);
+	return rfd == -1 ? -errno : rfd;
+}
+
+static struct gate_open *fake_keep(struct gate_open *o)
+{
+	struct fake_open *k = malloc(sizeof(*k));
+
+	if (!k)
+		return NULL;
+	*k = *(struct fake_open *)o;
+	k->kept = true;
+	pthread_mutex_lock(&seen.lock);
+	seen.keeps++;
+	pthread_mutex_unlock(&seen.lock);
+	return &k->o;
+}
+
+static void fake_on_interrupt(struct gate_open *o, struct scan_waiter *w)
+{
+	(void)o;
+	note(w ? "interrupt:on" : "interrupt:off");
+}
+
+static void fake_answer(struct gate_open *o, struct inode *inode, int fd,
+			int err, bool keep_cache)
+{
+	struct fake_open *fo = (struct fake_open *)o;
+
+	(void)inode;
+	/* the FUSE layer keeps an allowed fd as the file handle: done here */
+	assert_int_equal(close(fd), 0);
+	note("answer:%d", err);
+	pthread_mutex_lock(&seen.lock);
+	seen.answers++;
+	seen.err = err;
+	seen.keep_cache = keep_cache;
+	pthread_cond_broadcast(&seen.cond);
+	pthread_mutex_unlock(&seen.lock);
+	if (fo->kept)
+		free(fo);
+}
+
+static const struct gate_open_ops fake_ops = {
+	.groups = fake_groups,
+	.reopen_readonly = fake_reopen,
+	.keep = fake_keep,
+	.on_interrupt = fake_on_interrupt,
+	.answer = fake_answer,
+};
+
+static void write_file(const char *name, const char *text)
+{
+	int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	assert_int_equal(close(fd), 0);
+}
+
+/*
+ * Opens name as uid 1000 through the gate and returns the inode (with one
+ * reference, the kernel's in the daemon) for the caller to forget.
+ */
+static struct inode *gate_open_as(const char *name, int flags, bool create)
+{
+	struct fake_open fo = {
+		.o = {.ops = &fake_ops,
+		      .pid = getpid(),
+		      .uid = 1000,
+		      .gid = 1000,
+		      .flags = flags,
+		      .is_create = create},
+	};
+	struct inode *inode = NULL;
+	struct stat st;
+	int pfd, fd;
+
+	pfd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	assert_true(pfd >= 0);
+	assert_int_equal(fstat(pfd, &st), 0);
+	assert_int_equal(itab_insert_ref(fs.itab, pfd, &st, &inode), 0);
+	fd = openat(dir_fd, name, flags | O_CLOEXEC);
+	assert_true(fd >= 0);
+	gate_open(&fs, &fo.o, inode, fd);
+	return inode;
+}
+
+/* The answer, from whichever thread it comes: its errno. */
+static int wait_answer(void)
+{
+	struct timespec until;
+	int err;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&seen.lock);
+	while (seen.answers == 0)
+		if (pthread_cond_timedwait(&seen.cond, &seen.lock, &until) ==
+		    ETIMEDOUT)
+			break;
+	assert_int_equal(seen.answers, 1);
+	err = seen.err;
+	pthread_mutex_unlock(&seen.lock);
+	return err;
+}
+
+/* Answered during gate_open itself, without waiting for a scan. */
+static void assert_answered_at_once(int err)
+{
+	pthread_mutex_lock(&seen.lock);
+	assert_int_equal(seen.answers, 1);
+	assert_int_equal(seen.err, err);
+	assert_int_equal(seen.keeps, 0);
+	pthread_mutex_unlock(&seen.lock);
+}
+
+static void assert_event(int i, const char *what)
+{
+	pthread_mutex_lock(&seen.lock);
+	assert_true(i < seen.n_events);
+	assert_string_equal(seen.events[i], what);
+	pthread_mutex_unlock(&seen.lock);
+}
+
+static int setup(void **state)
+{
+	static struct scanq_config qcfg = {
+		.threads = 2,
+		.timeout_ms = 10000,
+		.scan = fake_scan,
+	};
+	struct generation *g;
+	struct stat st;
+	int root;
+
+	(void)state;
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_gate: needs root (the writer probe)\n");
+		exit(77);
+	}
+	/* the build tree's filesystem, as a backend's: not tmpfs, usually */
+	if (!getcwd(dir, sizeof(dir) - 16))
+		return -1;
+	strcat(dir, "/gate.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir_fd < 0 || root < 0 || fstat(root, &st) != 0)
+		return -1;
+	fs.itab = itab_create(root, &st);
+	fs.backend_path = dir;
+	fs.fd_root = dir;
+	fs.fd_root_len = strlen(dir);
+	fs.quarantine_fd = -1;
+	fs.kernel = &fake_kernel;
+	policy_init(&pol);
+	pol.racy_window = 0; /* a stamp vouches at once: no waiting here */
+	pol.racy_learn = false;
+	fs.policy = &pol;
+	fs.vcache = vcache_new(64, 600, NULL, NULL);
+	fs.detect = detect_new(NULL, 0, "/mnt/test", &fs.stats);
+	g = generation_new();
+	if (!fs.itab || !fs.vcache || !fs.detect || !g)
+		return -1;
+	g->vcache = fs.vcache;
+	g->detect = fs.detect;
+	if (generations_new(g, &fs.gens) != 0)
+		return -1;
+	return scanq_new(&qcfg, &fs.scanq);
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	(void)state;
+	scanq_free(fs.scanq);
+	generations_free(fs.gens);
+	vcache_free(fs.vcache);
+	detect_free(fs.detect);
+	itab_destroy(fs.itab);
+	policy_free(&pol);
+	close(dir_fd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static int each(void **state)
+{
+	(void)state;
+	forget_seen();
+	pol.on_infected = INFECTED_DENY;
+	vcache_clear(fs.vcache);
+	return 0;
+}
+
+/* Not a regular file: nothing to scan, nothing cached by the kernel. */
+static void test_directory_allowed_at_once(void **state)
+{
+	struct inode *in;
+
+	(void)state;
+	assert_int_equal(mkdirat(dir_fd, "sub", 0755), 0);
+	in = gate_open_as("sub", O_RDONLY | O_DIRECTORY, false);
+	assert_answered_at_once(0);
+	assert_false(seen.keep_cache);
+	assert_int_equal(atomic_load(&scans), 0);
+	itab_forget(fs.itab, in, 1);
+}
+
+static void test_empty_file_allowed_unscanned(void **state)
+{
+	uint64_t empty = stats_get(&fs.stats, STAT_EMPTY);
+	struct inode *in;
+
+	(void)state;
+	write_file("empty", "");
+	in = gate_open_as("empty", O_RDONLY, false);
+	assert_answered_at_once(0);
+	assert_int_equal(atomic_load(&scans), 0);
+	assert_int_equal(stats_get(&fs.stats, STAT_EMPTY), empty + 1);
+	itab_forget(fs.itab, in, 1);
+}
+
+/*
+ * A miss waits for the scanner: the open is kept, the interrupt hook set
+ * and cleared before the answer. The next open takes the cached verdict
+ * at once, and the kernel may keep the pages the first one cached; where
+ * the filesystem would not show a mapping's stores in the stamp (tmpfs),
+ * nothing is cached and it is scanned again.
+ */
+static void test_clean_scanned_then_cached(void **state)
+{
+	struct inode *in, *again;
+	int events;
+
+	(void)state;
+	write_file("clean", "nothing to see here\n");
+	in = gate_open_as("clean", O_RDONLY, false);
+	assert_int_equal(wait_answer(), 0);
+	assert_int_equal(atomic_load(&scans), 1);
+	assert_int_equal(seen.keeps, 1);
+	assert_event(0, "interrupt:on");
+	assert_event(1, "interrupt:off");
+	assert_event(2, "answer:0");
+	events = seen.n_events;
+	assert_int_equal(events, 3);
+	forget_seen();
+	again = gate_open_as("clean", O_RDONLY, false);
+	assert_ptr_equal(again, in);
+	if (tsgrain_sees_mapped_stores(inode_fd(in), inode_dev(in))) {
+		assert_answered_at_once(0);
+		assert_true(seen.keep_cache);
+		assert_int_equal(atomic_load(&scans), 0);
+	} else {
+		assert_int_equal(wait_answer(), 0);
+		assert_int_equal(atomic_load(&scans), 1);
+	}
+	itab_forget(fs.itab, in, 2);
+}
+
+/* Refused after its scan, and at once from the cache afterwards. */
+static void test_infected_refused_then_from_cache(void **state)
+{
+	uint64_t denied = stats_get(&fs.stats, STAT_DENIED);
+	struct inode *in;
+
+	(void)state;
+	write_file("eicar", "INFECTED, as the scanner here says\n");
+	in = gate_open_as("eicar", O_RDONLY, false);
+	assert_int_equal(wait_answer(), EACCES);
+	assert_int_equal(atomic_load(&scans), 1);
+	forget_seen();
+	gate_open_as("eicar", O_RDONLY, false);
+	if (tsgrain_sees_mapped_stores(inode_fd(in), inode_dev(in))) {
+		assert_answered_at_once(EACCES);
+		assert_int_equal(atomic_load(&scans), 0);
+	} else {
+		assert_int_equal(wait_answer(), EACCES);
+	}
+	assert_int_equal(stats_get(&fs.stats, STAT_DENIED), denied + 2);
+	itab_forget(fs.itab, in, 2);
+}
+
+/* Overwriting an infected file reads nothing: allowed, never scanned. */
+static void test_write_only_allowed_unscanned(void **state)
+{
+	struct inode *in;
+
+	(void)state;
+	write_file("wo", "INFECTED, but only written\n");
+	in = gate_open_as("wo", O_WRONLY, false);
+	assert_answered_at_once(0);
+	assert_int_equal(atomic_load(&scans), 0);
+	itab_forget(fs.itab, in, 1);
+}
+
+/* A read-write opener's fd never goes to clamd: a read-only reopening. */
+static void test_read_write_scanned_through_reopen(void **state)
+{
+	struct inode *in;
+
+	(void)state;
+	write_file("rw", "INFECTED, and opened read-write\n");
+	in = gate_open_as("rw", O_RDWR, false);
+	assert_int_equal(wait_answer(), EACCES);
+	assert_int_equal(seen.reopens, 1);
+	assert_int_equal(atomic_load(&scans), 1);
+	itab_forget(fs.itab, in, 1);
+}
+
+/* Too big to scan, refused by policy: at once, with its errno. */
+static void test_oversize_refused_at_once(void **state)
+{
+	struct inode *in;
+
+	(void)state;
+	write_file("big", "more than eight bytes\n");
+	pol.max_scan_size = 8;
+	pol.oversize_allow = false;
+	pol.deny_errno = EPERM;
+	in = gate_open_as("big", O_RDONLY, false);
+	pol.max_scan_size = 100ULL << 20;
+	pol.oversize_allow = true;
+	pol.deny_errno = EACCES;
+	assert_answered_at_once(EPERM);
+	assert_int_equal(atomic_load(&scans), 0);
+	itab_forget(fs.itab, in, 1);
+}
+
+/*
+ * The opener's groups cost a read of its /proc status: asked only when an
+ * exempt group could apply, and then they decide.
+ */
+static void test_groups_asked_only_for_exempt_gid(void **state)
+{
+	struct inode *in;
+
+	(void)state;
+	write_file("grp", "INFECTED, for the exempt group only\n");
+	in = gate_open_as("grp", O_RDONLY, false);
+	assert_int_equal(wait_answer(), EACCES);
+	assert_int_equal(seen.groups_asked, 0);
+	itab_forget(fs.itab, in, 1);
+
+	assert_int_equal(policy_add_exempt_gid(&pol, 4242), 0);
+	forget_seen();
+	vcache_clear(fs.vcache);
+	seen.groups[0] = 4242;
+	seen.n_groups = 1;
+	in = gate_open_as("grp", O_RDONLY, false);
+	assert_answered_at_once(0);
+	assert_int_equal(seen.groups_asked, 1);
+	assert_int_equal(atomic_load(&scans), 0);
+	itab_forget(fs.itab, in, 1);
+
+	forget_seen();
+	seen.groups[0] = 7;
+	in = gate_open_as("grp", O_RDONLY, false);
+	assert_int_equal(wait_answer(), EACCES);
+	assert_int_equal(seen.groups_asked, 1);
+	seen.n_groups = 0;
+	itab_forget(fs.itab, in, 1);
+	policy_free(&pol);
+	policy_init(&pol);
+	pol.racy_window = 0;
+	pol.racy_learn = false;
+}
+
+/*
+ * on_infected=delete removes the file; the kernel must forget its name.
+ * An open has it forgotten before its answer, so the name is gone once
+ * the open fails; a create holds its directory's lock until answered,
+ * which the notification takes: answered first, then forgotten.
+ */
+static void test_delete_forgets_the_name_around_the_answer(void **state)
+{
+	struct inode *in;
+
+	(void)state;
+	pol.on_infected = INFECTED_DELETE;
+	write_file("del-open", "INFECTED, deleted when opened\n");
+	in = gate_open_as("del-open", O_RDONLY, false);
+	assert_int_equal(wait_answer(), EACCES);
+	assert_int_equal(
+		faccessat(dir_fd, "del-open", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_event(1, "interrupt:off");
+	assert_event(2, "inval_entry:del-open");
+	assert_event(3, "answer:13");
+	itab_forget(fs.itab, in, 1);
+
+	forget_seen();
+	write_file("del-create", "INFECTED, deleted when created over\n");
+	in = gate_open_as("del-create", O_RDONLY, true);
+	assert_int_equal(wait_answer(), EACCES);
+	assert_event(1, "interrupt:off");
+	assert_event(2, "answer:13");
+	assert_event(3, "inval_entry:del-create");
+	itab_forget(fs.itab, in, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_directory_allowed_at_once, each),
+		cmocka_unit_test_setup(test_empty_file_allowed_unscanned, each),
+		cmocka_unit_test_setup(test_clean_scanned_then_cached, each),
+		cmocka_unit_test_setup(test_infected_refused_then_from_cache,
+				       each),
+		cmocka_unit_test_setup(test_write_only_allowed_unscanned, each),
+		cmocka_unit_test_setup(test_read_write_scanned_through_reopen,
+				       each),
+		cmocka_unit_test_setup(test_oversize_refused_at_once, each),
+		cmocka_unit_test_setup(test_groups_asked_only_for_exempt_gid,
+				       each),
+		cmocka_unit_test_setup(
+			test_delete_forgets_the_name_around_the_answer, each),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
