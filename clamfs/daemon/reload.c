@@ -83,14 +83,59 @@ void reload_free(struct reload *r)
 	free(r);
 }
 
+/* The verdict caches of the live generations, each counted once more. */
+struct caches {
+	struct shared **held;
+	size_t n, cap;
+	bool short_of_memory;
+};
+
+static void hold_cache(struct generation *g, void *arg)
+{
+	struct caches *c = arg;
+	struct shared **grown;
+
+	for (size_t i = 0; i < c->n; i++)
+		if (c->held[i] == g->vcache)
+			return; /* kept by a reload: one object */
+	if (c->n == c->cap) {
+		grown = reallocarray(c->held, c->cap * 2 + 4, sizeof(*grown));
+		if (!grown) {
+			c->short_of_memory = true;
+			return;
+		}
+		c->held = grown;
+		c->cap = c->cap * 2 + 4;
+	}
+	c->held[c->n++] = shared_get(g->vcache);
+}
+
 void reload_drop_verdicts(struct clamfs_fs *fs, const char *why)
 {
-	struct generation *pin = fs_pin(fs);
+	struct caches c = {0};
 
-	vcache_clear(fs_vcache(fs));
-	/* after the cache: see maybe_cache() in gate.c */
+	/*
+	 * Every cache a request may still read: one pinned before a reload
+	 * that replaced the cache reads the old one. Cleared outside the
+	 * set's lock, which every open takes to pin.
+	 */
+	generations_each(fs->gens, hold_cache, &c);
+	for (size_t i = 0; i < c.n; i++) {
+		vcache_clear(shared_obj(c.held[i]));
+		shared_put(c.held[i]);
+	}
+	free(c.held);
+	/* no room to hold an old cache: the one in force at least */
+	if (c.short_of_memory) {
+		struct generation *pin = fs_pin(fs);
+
+		log_err("verdict caches of retired configurations not "
+			"cleared: out of memory");
+		vcache_clear(gen_vcache(pin));
+		gen_unpin(pin);
+	}
+	/* after the caches: see maybe_cache() in gate.c */
 	vstore_clear(fs->vstore);
-	gen_unpin(pin);
 	if (!why)
 		return; /* the database watch counts and logs its own */
 	stats_inc(&fs->stats, STAT_CACHE_CLEARS);
@@ -110,26 +155,31 @@ static int reload_build(struct reload *r, const struct generation *g,
 			struct generation **out, enum scan_mode *mode,
 			char *err, size_t err_len)
 {
-	const struct clamfs_opts *o = g->opts, *n;
+	const struct clamfs_opts *o = gen_opts(g), *n;
 	struct generation *next = generation_new();
 	struct clamfs_fs *fs = r->fs;
+	struct clamfs_opts *parsed = NULL;
 	struct fuse_args fuse_args;
+	struct cdp_fleet *fleet;
 	int ret = -ENOMEM;
 
 	snprintf(err, err_len, "no memory");
 	if (!next)
 		goto out;
-	next->opts = calloc(1, sizeof(*next->opts));
+	parsed = calloc(1, sizeof(*parsed));
+	if (!parsed)
+		goto out;
+	/* the libfuse arguments matter only at mount time */
+	ret = cmdline_parse(r->argc, r->argv, parsed, &fuse_args, err, err_len);
+	if (ret)
+		goto out; /* cmdline_parse emptied it */
+	fuse_opt_free_args(&fuse_args);
+	ret = -ENOMEM;
+	next->opts = gen_share_opts(parsed, true);
+	parsed = NULL; /* next's, or freed */
 	if (!next->opts)
 		goto out;
-	next->owns_opts = true; /* cmdline_parse empties it when it fails */
-	n = next->opts;
-	/* the libfuse arguments matter only at mount time */
-	ret = cmdline_parse(r->argc, r->argv, next->opts, &fuse_args, err,
-			    err_len);
-	if (ret)
-		goto out;
-	fuse_opt_free_args(&fuse_args);
+	n = gen_opts(next);
 	ret = -EINVAL;
 	if (config_check_mount(n, o, fs->backend_path, r->mountpoint, mode, err,
 			       err_len) != 0)
@@ -147,36 +197,46 @@ static int reload_build(struct reload *r, const struct generation *g,
 	next->other_clamds =
 		optable_differs(o, n, RELOAD_POOL) ||
 		memcmp(&next->tls_stamp, &g->tls_stamp, sizeof(g->tls_stamp));
+	next->mode = g->mode;
 	if (next->other_clamds || optable_differs(o, n, RELOAD_FLEET)) {
-		ret = poolcfg_new(n, 0, mode, &next->fleet, err, err_len);
+		ret = poolcfg_new(n, 0, mode, &fleet, err, err_len);
 		if (ret)
 			goto out;
-		next->owns_fleet = true;
-		ret = cdp_fleet_start(next->fleet);
+		next->mode = *mode;
+		next->fleet = gen_share_fleet(fleet);
+		ret = -ENOMEM;
+		if (!next->fleet)
+			goto out;
+		ret = cdp_fleet_start(fleet);
 		if (ret) {
 			snprintf(err, err_len, "cannot start the prober: %s",
 				 strerror(-ret));
 			goto out;
 		}
+	} else {
+		next->fleet = shared_get(g->fleet);
 	}
 	ret = -ENOMEM;
 	if (optable_differs(o, n, RELOAD_CACHE)) {
-		next->vcache =
-			vcache_new(n->cache_entries, n->cache_ttl, NULL, NULL);
+		next->vcache = gen_share_vcache(
+			vcache_new(n->cache_entries, n->cache_ttl, NULL, NULL));
 		if (!next->vcache) {
 			snprintf(err, err_len, "no memory for the new cache");
 			goto out;
 		}
-		next->owns_vcache = true;
+	} else {
+		next->vcache = shared_get(g->vcache);
 	}
 	if (optable_differs(o, n, RELOAD_HOOK)) {
-		next->detect = detect_new(n->infected_cmd, n->infected_cmd_rate,
-					  r->mountpoint, &fs->stats);
+		next->detect = gen_share_detect(
+			detect_new(n->infected_cmd, n->infected_cmd_rate,
+				   r->mountpoint, &fs->stats));
 		if (!next->detect) {
 			snprintf(err, err_len, "no memory for the new hook");
 			goto out;
 		}
-		next->owns_detect = true;
+	} else {
+		next->detect = shared_get(g->detect);
 	}
 	*out = next;
 	next = NULL;
@@ -184,6 +244,7 @@ static int reload_build(struct reload *r, const struct generation *g,
 out:
 	if (next)
 		generation_free(next);
+	free(parsed);
 	return ret;
 }
 
@@ -200,7 +261,7 @@ static bool reload_describe(const struct generation *g,
 	static const enum opt_reload applied[] = {RELOAD_POOL, RELOAD_FLEET,
 						  RELOAD_CACHE, RELOAD_HOOK,
 						  RELOAD_LIVE};
-	const struct clamfs_opts *o = g->opts, *n = next->opts;
+	const struct clamfs_opts *o = gen_opts(g), *n = gen_opts(next);
 	bool quarantined = o->policy.on_infected == INFECTED_QUARANTINE;
 
 	changes[0] = remount[0] = '\0';
@@ -221,54 +282,35 @@ static bool reload_describe(const struct generation *g,
 }
 
 /*
- * Puts next in force in place of g: what next did not replace moves on to
- * it, requests see its objects from now on, and g is retired, to be freed
- * by its last unpin (maybe this one).
+ * Puts next in force in place of g: requests pinned from now on read its
+ * objects (those it kept from g are the same), and g is retired, to be
+ * freed by its last unpin (maybe this one).
  */
-static void publish(struct reload *r, struct generation *g,
-		    struct generation *next, enum scan_mode mode)
+static void publish(struct reload *r, struct generation *next)
 {
+	const struct clamfs_opts *n = gen_opts(next);
 	struct clamfs_fs *fs = r->fs;
-	bool new_pool = next->fleet != NULL;
 
-#define MOVE_ON(obj)                                                           \
-	do {                                                                   \
-		if (!next->obj) {                                              \
-			next->obj = g->obj;                                    \
-			next->owns_##obj = g->owns_##obj;                      \
-			g->owns_##obj = false;                                 \
-		}                                                              \
-	} while (0)
-	MOVE_ON(fleet);
-	MOVE_ON(vcache);
-	MOVE_ON(detect);
-#undef MOVE_ON
 	/*
-	 * The queue takes the new pool before anybody can pin next: a scan
-	 * runs on the pool of the generation its waiter pinned, or a newer.
+	 * The queue's mode and deadline for scans from now on; a scan runs on
+	 * the fleet of the generation it holds (the daemon's scanq hold).
 	 */
-	if (new_pool) {
-		fs->scan_mode = mode;
-		scanq_reconfigure_fleet(fs->scanq, next->fleet, mode,
-					(int)next->opts->scan_timeout * 1000);
-	}
-	__atomic_store_n(&fs->vcache, next->vcache, __ATOMIC_RELEASE);
-	__atomic_store_n(&fs->detect, next->detect, __ATOMIC_RELEASE);
-	__atomic_store_n(&fs->policy, &next->opts->policy, __ATOMIC_RELEASE);
-	__atomic_store_n(&fs->scan_on_close, next->opts->scan_on_close,
+	fs->scan_mode = next->mode;
+	scanq_reconfigure_fleet(fs->scanq, gen_fleet(next), next->mode,
+				(int)n->scan_timeout * 1000);
+	__atomic_store_n(&fs->scan_on_close, n->scan_on_close,
 			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->scan_ahead, next->opts->scan_ahead,
+	__atomic_store_n(&fs->scan_ahead, n->scan_ahead, __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->scan_ahead_dirs, n->scan_ahead_dirs,
 			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->scan_ahead_dirs, next->opts->scan_ahead_dirs,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->store_ttl, config_store_ttl(next->opts),
-			 __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->store_ttl, config_store_ttl(n), __ATOMIC_RELAXED);
 	if (next->other_clamds) {
 		/*
 		 * Another clamd may have other signatures: verdicts of the
-		 * old one are not trusted.
+		 * old one are not trusted. (A cache next shares with g is one
+		 * object: cleared for both.)
 		 */
-		vcache_clear(next->vcache);
+		vcache_clear(gen_vcache(next));
 		vstore_clear(fs->vstore);
 		stats_inc(&fs->stats, STAT_CACHE_CLEARS);
 	}
@@ -300,13 +342,13 @@ int reload_run(struct reload *r, const char *why, char *msg, size_t msg_len)
 		log_info("%s: %s", why, msg);
 		goto out;
 	}
-	publish(r, g, next, mode);
+	publish(r, next);
 	snprintf(msg, msg_len, "configuration reloaded%s%s",
 		 changes[0] ? ": " : "",
 		 changes[0] ? changes : " (nothing changed)");
 	/* said before a lower level could hide it */
 	log_info("%s: %s", why, msg);
-	log_set_level(next->opts->log_level);
+	log_set_level(gen_opts(next)->log_level);
 	if (remount[0]) {
 		log_warn("%s: changed but needs a remount, not applied: %s",
 			 why, remount);

@@ -43,10 +43,18 @@ static void observe_scan(void *stats, uint64_t usec)
 	stats_observe_scan(stats, usec);
 }
 
-/* The scan queue's hold on the pool a scan runs on (scanq_config). */
-static void *hold_generation(void *fs)
+/*
+ * The scan queue's hold on what a scan runs on (scanq_config): the
+ * configuration in force, whose clamds it asks.
+ */
+static void *hold_generation(void *fs, struct cdp_fleet **fleet,
+			     enum scan_mode *mode)
 {
-	return fs_pin(fs);
+	struct generation *pin = fs_pin(fs);
+
+	*fleet = gen_fleet(pin);
+	*mode = pin->mode;
+	return pin;
 }
 
 static void release_generation(void *pin)
@@ -128,11 +136,11 @@ static int open_quarantine(const char *dir)
 	return fd;
 }
 
-struct runtime *runtime_prepare(struct clamfs_fs *fs,
-				const struct clamfs_opts *opts,
+struct runtime *runtime_prepare(struct clamfs_fs *fs, struct clamfs_opts *opts,
 				const char *mountpoint)
 {
 	struct runtime *rt = calloc(1, sizeof(*rt));
+	struct cdp_fleet *fleet;
 	struct generation *g;
 	char err[512];
 
@@ -149,23 +157,27 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 		goto nomem;
 	}
 	fs->gens = rt->gens;
-	g->opts = (struct clamfs_opts *)opts; /* the caller's */
+	g->opts = gen_share_opts(opts, false);
+	if (!g->opts)
+		goto nomem;
 	if (config_check_mount(opts, NULL, fs->backend_path, mountpoint,
 			       &fs->scan_mode, err, sizeof(err)) != 0) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
 	poolcfg_tls_stamp(opts, &g->tls_stamp);
-	if (poolcfg_new(opts, 0, &fs->scan_mode, &g->fleet, err, sizeof(err))) {
+	if (poolcfg_new(opts, 0, &fs->scan_mode, &fleet, err, sizeof(err))) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
-	g->owns_fleet = true;
+	g->mode = fs->scan_mode;
+	g->fleet = gen_share_fleet(fleet);
+	if (!g->fleet)
+		goto nomem;
 	if (fs->scan_mode == SCAN_MODE_PATH)
 		log_warn("scan_mode=path: clamd is sent the opened file "
 			 "(fdpass or stream), never its path, which users "
 			 "could change during the scan");
-	fs->policy = &opts->policy;
 	fs->scan_on_close = opts->scan_on_close;
 	fs->scan_ahead = opts->scan_ahead;
 	fs->scan_ahead_dirs = opts->scan_ahead_dirs;
@@ -174,14 +186,12 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs,
 		if (fs->quarantine_fd < 0)
 			goto fail;
 	}
-	g->vcache = fs->vcache =
-		vcache_new(opts->cache_entries, opts->cache_ttl, NULL, NULL);
-	g->owns_vcache = g->vcache != NULL;
-	g->detect = fs->detect =
-		detect_new(opts->infected_cmd, opts->infected_cmd_rate,
-			   mountpoint, &fs->stats);
-	g->owns_detect = g->detect != NULL;
-	if (!fs->vcache || !fs->detect)
+	g->vcache = gen_share_vcache(
+		vcache_new(opts->cache_entries, opts->cache_ttl, NULL, NULL));
+	g->detect = gen_share_detect(detect_new(opts->infected_cmd,
+						opts->infected_cmd_rate,
+						mountpoint, &fs->stats));
+	if (!g->vcache || !g->detect)
 		goto nomem;
 	if (check_store(rt, opts) != 0)
 		goto fail;
@@ -202,7 +212,8 @@ int runtime_wait_clamd(struct runtime *rt, unsigned int seconds,
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
-		if (ping_any(generations_current(rt->gens)->fleet, &res) == 0) {
+		if (ping_any(gen_fleet(generations_current(rt->gens)), &res) ==
+		    0) {
 			if (said)
 				log_info("clamd answers; going ahead");
 			return 0;
@@ -237,7 +248,7 @@ static struct cdp_fleet *watch_pin_fleet(void *arg, void **pin)
 	struct generation *g = fs_pin(rt->fs);
 
 	*pin = g;
-	return g->fleet;
+	return gen_fleet(g);
 }
 
 static void watch_unpin(void *arg, void *pin)
@@ -278,7 +289,7 @@ static void say_if_clamd_silent(struct runtime *rt)
 {
 	struct cdp_result res = {0};
 
-	if (ping_any(generations_current(rt->gens)->fleet, &res) == 0)
+	if (ping_any(gen_fleet(generations_current(rt->gens)), &res) == 0)
 		return;
 	log_err("clamd is not answering: %s: every open that needs a scan is "
 		"refused (or served unscanned where on_error=allow) until it "
@@ -296,14 +307,14 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 		.outage = &rt->fs->clamd_outage,
 	};
 	struct scanq_config qcfg = {0};
-	struct clamfs_opts *opts = generations_current(rt->gens)->opts;
+	struct clamfs_opts *opts = gen_opts(generations_current(rt->gens));
 	int ret;
 
 	ret = reload_new(rt->fs, rt->gens, rt->mountpoint, argc, argv,
 			 opts->config, &rt->reload);
 	if (ret)
 		return ret;
-	qcfg.fleet = generations_current(rt->gens)->fleet;
+	qcfg.fleet = gen_fleet(generations_current(rt->gens));
 	qcfg.mode = rt->fs->scan_mode;
 	qcfg.threads = opts->scan_threads;
 	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
@@ -313,7 +324,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	qcfg.hold_arg = rt->fs;
 	qcfg.observe = observe_scan;
 	qcfg.observe_arg = &rt->fs->stats;
-	ret = cdp_fleet_start(generations_current(rt->gens)->fleet);
+	ret = cdp_fleet_start(gen_fleet(generations_current(rt->gens)));
 	if (ret)
 		return ret;
 	ret = scanq_new(&qcfg, &rt->fs->scanq);
@@ -361,14 +372,11 @@ void runtime_free(struct runtime *rt)
 	rt->fs->vstore = NULL;
 	/*
 	 * Nothing else can hold a pin now: dropping the current generation
-	 * frees the whole chain. A generation a leaked pin still held would
-	 * stay, for the leak checker to name.
+	 * frees it. A generation a leaked pin still held would stay, for the
+	 * leak checker to name.
 	 */
 	generations_free(rt->gens);
 	rt->fs->gens = NULL;
-	rt->fs->policy = NULL;
-	rt->fs->vcache = NULL;
-	rt->fs->detect = NULL;
 	if (rt->fs->quarantine_fd >= 0)
 		close(rt->fs->quarantine_fd);
 	rt->fs->quarantine_fd = -1;

@@ -15,11 +15,11 @@ struct runtime;
 
 /*
  * Validates and builds everything that needs no thread (before mounting
- * and daemonizing). opts must stay valid until runtime_free. One-line
- * errors on stderr; returns NULL on failure.
+ * and daemonizing). opts is the first configuration's and stays the
+ * caller's, to free after runtime_free. One-line errors on stderr;
+ * returns NULL on failure.
  */
-struct runtime *runtime_prepare(struct clamfs_fs *fs,
-				const struct clamfs_opts *opts,
+struct runtime *runtime_prepare(struct clamfs_fs *fs, struct clamfs_opts *opts,
 				const char *mountpoint);
 
 /*

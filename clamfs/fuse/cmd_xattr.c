@@ -187,7 +187,7 @@ static void reply_stats(fuse_req_t req, size_t size)
 
 	/* held to the end: the backends' addresses belong to their fleet */
 	pin = fs_pin(fs);
-	vcache_counters(fs_vcache(fs), &x.vc);
+	vcache_counters(gen_vcache(pin), &x.vc);
 	vstore_counters(fs->vstore, &x.sc);
 	fleet = gen_fleet(pin);
 	if (fleet) {

@@ -42,9 +42,8 @@ struct stamp {
 	bool quiet;
 };
 
-static int stamp_fd(struct clamfs_fs *fs, int fd, struct stamp *s)
+static int stamp_fd(const struct policy *pol, int fd, struct stamp *s)
 {
-	const struct policy *pol = fs_policy(fs);
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -223,7 +222,7 @@ static void note_removed(struct pending *p, const char *rel)
 static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 			   const char *event, const char *sig, bool cached)
 {
-	const struct policy *pol = fs_policy(fs);
+	const struct policy *pol = gen_policy(p->pin);
 	char buf[PATH_MAX], dest[PATH_MAX], qdest[PATH_MAX * 4 + 8];
 	char outcome[sizeof(qdest) + 128];
 	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
@@ -246,7 +245,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 
 	switch (pol->on_infected) {
 	case INFECTED_LOG:
-		detect_report(fs_detect(fs), &det);
+		detect_report(gen_detect(p->pin), &det);
 		return 0;
 	case INFECTED_DENY:
 		break;
@@ -274,7 +273,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "quarantine_failed=\"%s\"", strerror(-ret));
 		}
 		det.outcome = outcome;
-		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev,
+		vcache_invalidate(gen_vcache(p->pin), p->stamp.st.st_dev,
 				  p->stamp.st.st_ino);
 		vstore_forget(fs->vstore, p->stamp.st.st_dev,
 			      p->stamp.st.st_ino);
@@ -293,13 +292,13 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "delete_failed=\"%s\"", strerror(-ret));
 			det.outcome = outcome;
 		}
-		vcache_invalidate(fs_vcache(fs), p->stamp.st.st_dev,
+		vcache_invalidate(gen_vcache(p->pin), p->stamp.st.st_dev,
 				  p->stamp.st.st_ino);
 		vstore_forget(fs->vstore, p->stamp.st.st_dev,
 			      p->stamp.st.st_ino);
 		break;
 	}
-	detect_report(fs_detect(fs), &det);
+	detect_report(gen_detect(p->pin), &det);
 	return pol->deny_errno;
 }
 
@@ -313,9 +312,9 @@ static bool removes_file(enum infected_action a)
  * Whether the verdict is clamd giving up at one of its scan limits rather
  * than a detection, as the policy wants it told apart.
  */
-static bool is_limits(struct clamfs_fs *fs, const char *sig)
+static bool is_limits(const struct policy *pol, const char *sig)
 {
-	return fs_policy(fs)->on_limits != LIMITS_INFECTED &&
+	return pol->on_limits != LIMITS_INFECTED &&
 	       policy_is_limits_verdict(sig);
 }
 
@@ -329,7 +328,7 @@ static bool is_limits(struct clamfs_fs *fs, const char *sig)
 static int act_on_limits(struct clamfs_fs *fs, struct pending *p,
 			 const char *event, const char *sig, bool cached)
 {
-	const struct policy *pol = fs_policy(fs);
+	const struct policy *pol = gen_policy(p->pin);
 	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], qsig[CDP_TEXT_MAX + 8];
 	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
 
@@ -385,7 +384,7 @@ static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
 	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
 	const struct cdp_result *res = &o->res;
 	/* on_error=allow is for clamd's failures, not for a file never sent */
-	bool allow = fs_policy(fs)->on_error_allow && !o->expired_queued;
+	bool allow = gen_policy(p->pin)->on_error_allow && !o->expired_queued;
 	static struct log_limit limit;
 	unsigned long held_back;
 	char more[48] = "", uid[16], pid[16];
@@ -497,7 +496,7 @@ static void maybe_store(struct pending *p, const struct scan_outcome *o,
 	    o->started_ns <= since)
 		return;
 	vstore_put_clean(fs->vstore, f, db, o->started_ns);
-	if (vcache_generation(fs_vcache(fs)) != o->gen)
+	if (vcache_generation(gen_vcache(p->pin)) != o->gen)
 		vstore_forget(fs->vstore, f->dev, f->ino);
 }
 
@@ -525,7 +524,7 @@ static bool store_hit(struct clamfs_fs *fs, int fd, const struct vcache_file *f,
 
 static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 {
-	struct vcache *vc = fs_vcache(p->fs);
+	struct vcache *vc = gen_vcache(p->pin);
 	struct vcache_file f;
 
 	/*
@@ -561,7 +560,8 @@ static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 
 static void close_scanned(struct pending *p, const struct scan_outcome *o)
 {
-	if (o->res.verdict == CDP_INFECTED && is_limits(p->fs, o->res.text)) {
+	if (o->res.verdict == CDP_INFECTED &&
+	    is_limits(gen_policy(p->pin), o->res.text)) {
 		act_on_limits(p->fs, p, "close", o->res.text, o->known);
 	} else if (o->res.verdict == CDP_INFECTED) {
 		act_on_infected(p->fs, p, "close", o->res.text, o->known);
@@ -576,8 +576,8 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	struct pending *p = (struct pending *)w;
 	struct clamfs_fs *fs = p->fs;
 	bool created = p->open && p->open->is_create;
-	bool limits =
-		o->res.verdict == CDP_INFECTED && is_limits(fs, o->res.text);
+	bool limits = o->res.verdict == CDP_INFECTED &&
+		      is_limits(gen_policy(p->pin), o->res.text);
 	bool cached;
 	int err = 0;
 
@@ -640,8 +640,9 @@ out:
 	pending_free(p);
 }
 
-static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
-				   int fd, const struct stamp *st)
+static struct pending *pending_new(struct clamfs_fs *fs, struct generation *pin,
+				   struct inode *inode, int fd,
+				   const struct stamp *st)
 {
 	struct pending *p = calloc(1, sizeof(*p));
 
@@ -653,7 +654,7 @@ static struct pending *pending_new(struct clamfs_fs *fs, struct inode *inode,
 	p->fd = fd;
 	p->stamp = *st;
 	p->write_seq = inode_write_seq(inode);
-	p->pin = fs_pin(fs);
+	p->pin = gen_pin_again(pin);
 	return p;
 }
 
@@ -749,26 +750,32 @@ static bool verdict_known(void *ctx, int fd, const struct vcache_file *f,
 			  uint64_t tag, struct cdp_result *res)
 {
 	struct clamfs_fs *fs = ctx;
+	struct generation *pin = fs_pin(fs);
+	const struct policy *pol = gen_policy(pin);
+	struct vcache *vc = gen_vcache(pin);
 	enum vcache_verdict v;
 	char sig[CDP_TEXT_MAX];
+	bool known = false;
 
 	/*
 	 * Most scans find nothing: the first look spares them the probe's
 	 * syscalls. The second, after the probe, is the one an open would
 	 * make (probe, then cache): an entry dropped meanwhile is not used.
 	 */
-	v = vcache_peek(fs_vcache(fs), f, sig, sizeof(sig));
+	v = vcache_peek(vc, f, sig, sizeof(sig));
 	if (v == VCACHE_MISS ||
-	    (v == VCACHE_INFECTED && !is_limits(fs, sig) &&
-	     removes_file(fs_policy(fs)->on_infected)) ||
-	    !still_quiet(fs, fd, f, &tag) ||
-	    vcache_peek(fs_vcache(fs), f, NULL, 0) != v)
-		return false;
+	    (v == VCACHE_INFECTED && !is_limits(pol, sig) &&
+	     removes_file(pol->on_infected)) ||
+	    !still_quiet(fs, fd, f, &tag) || vcache_peek(vc, f, NULL, 0) != v)
+		goto out;
 	memset(res, 0, sizeof(*res));
 	res->verdict = v == VCACHE_CLEAN ? CDP_CLEAN : CDP_INFECTED;
 	if (v == VCACHE_INFECTED)
 		strlcpy(res->text, sig, sizeof(res->text));
-	return true;
+	known = true;
+out:
+	gen_unpin(pin);
+	return known;
 }
 
 /*
@@ -828,7 +835,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		.file = &f,
 		.tag = p->write_seq,
 		.fd = p->fd,
-		.gen = vcache_generation(fs_vcache(fs)),
+		.gen = vcache_generation(gen_vcache(p->pin)),
 		/*
 		 * Whose queue: the opener's. Close scans are background work
 		 * and share one: writing to another user's files must not
@@ -926,6 +933,7 @@ enum unscanned {
 
 static enum unscanned decide_unscanned(struct gate_open *o,
 				       struct clamfs_fs *fs,
+				       const struct policy *pol,
 				       struct inode *inode, int fd,
 				       const struct stat *st)
 {
@@ -947,12 +955,12 @@ static enum unscanned decide_unscanned(struct gate_open *o,
 	 * file's only name, and a file whose name cannot be proven (hard
 	 * linked, renamed or unlinked since the daemon learnt it) is scanned.
 	 */
-	if (policy_needs_path(fs_policy(fs)))
+	if (policy_needs_path(pol))
 		rel = fs_fd_only_name(fs, fd, buf, sizeof(buf));
-	if (policy_wants_groups(fs_policy(fs), o->uid, o->gid))
+	if (policy_wants_groups(pol, o->uid, o->gid))
 		groups = opener_groups(o, small, 64, &ngroups);
-	d = policy_decide_groups(fs_policy(fs), rel, o->uid, o->gid, groups,
-				 ngroups, (uint64_t)st->st_size);
+	d = policy_decide_groups(pol, rel, o->uid, o->gid, groups, ngroups,
+				 (uint64_t)st->st_size);
 	if (groups != small)
 		free(groups);
 	switch (d) {
@@ -974,9 +982,10 @@ static enum unscanned decide_unscanned(struct gate_open *o,
 	return UNSCANNED_SCAN;
 }
 
-static void gate_open_pinned(struct clamfs_fs *fs, struct gate_open *o,
-			     struct inode *inode, int fd)
+static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
+			     struct gate_open *o, struct inode *inode, int fd)
 {
+	const struct policy *pol = gen_policy(pin);
 	char sig[CDP_TEXT_MAX];
 	struct vcache_file f;
 	struct pending *p;
@@ -989,7 +998,7 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct gate_open *o,
 		allow(o, inode, fd, NULL);
 		return;
 	}
-	ret = stamp_fd(fs, fd, &st);
+	ret = stamp_fd(pol, fd, &st);
 	if (ret) {
 		refuse(o, inode, fd, -ret);
 		return;
@@ -1014,18 +1023,18 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct gate_open *o,
 		return;
 	}
 	stats_inc(&fs->stats, STAT_OPENS_CHECKED);
-	switch (decide_unscanned(o, fs, inode, fd, &st.st)) {
+	switch (decide_unscanned(o, fs, pol, inode, fd, &st.st)) {
 	case UNSCANNED_ALLOW:
 		allow(o, inode, fd, &st);
 		return;
 	case UNSCANNED_DENY:
-		refuse(o, inode, fd, fs_policy(fs)->deny_errno);
+		refuse(o, inode, fd, pol->deny_errno);
 		return;
 	case UNSCANNED_SCAN:
 		break;
 	}
 
-	p = pending_new(fs, inode, fd, &st);
+	p = pending_new(fs, pin, inode, fd, &st);
 	if (!p) {
 		refuse(o, inode, fd, ENOMEM);
 		return;
@@ -1036,7 +1045,7 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct gate_open *o,
 	/* anyone who may write makes any cached verdict untrustworthy */
 	if (st.quiet) {
 		vcache_file_from_stat(&f, &st.st);
-		switch (vcache_lookup(fs_vcache(fs), &f, sig, sizeof(sig))) {
+		switch (vcache_lookup(gen_vcache(pin), &f, sig, sizeof(sig))) {
 		case VCACHE_CLEAN:
 			how = "allowed-cached-clean";
 			goto known_clean;
@@ -1046,8 +1055,8 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct gate_open *o,
 			 * request waiting for this worker may hold: a scanner
 			 * thread does that, after a fresh scan.
 			 */
-			limits = is_limits(fs, sig);
-			if (!limits && removes_file(fs_policy(fs)->on_infected))
+			limits = is_limits(pol, sig);
+			if (!limits && removes_file(pol->on_infected))
 				break;
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
 			ret = limits ? act_on_limits(fs, p, "open", sig, true)
@@ -1106,7 +1115,7 @@ void gate_open(struct clamfs_fs *fs, struct gate_open *o, struct inode *inode,
 {
 	struct generation *pin = fs_pin(fs);
 
-	gate_open_pinned(fs, o, inode, fd);
+	gate_open_pinned(fs, pin, o, inode, fd);
 	gen_unpin(pin);
 }
 
@@ -1138,10 +1147,9 @@ static int reopen_readonly_as_owner(int fd, const struct stat *st, int flags)
  * whoever reads next, so only the path and size rules apply. Oversize
  * files are left to the open-time rule; there is nobody to refuse here.
  */
-static bool close_scan_wanted(struct clamfs_fs *fs, int fd,
-			      const struct stat *st, bool ahead)
+static bool close_scan_wanted(struct clamfs_fs *fs, const struct policy *pol,
+			      int fd, const struct stat *st, bool ahead)
 {
-	const struct policy *pol = fs_policy(fs);
 	char buf[PATH_MAX];
 	const char *rel = NULL;
 
@@ -1190,8 +1198,8 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	    (!fs_scan_ahead(fs) || !scanq_background_possible(fs->scanq)))
 		goto out;
 	pin = fs_pin(fs);
-	if (stamp_fd(fs, fd, &st) != 0 ||
-	    !close_scan_wanted(fs, fd, &st.st, ahead))
+	if (stamp_fd(gen_policy(pin), fd, &st) != 0 ||
+	    !close_scan_wanted(fs, gen_policy(pin), fd, &st.st, ahead))
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
 	rfd = reopen_readonly_as_owner(fd, &st.st, ahead ? O_NOATIME : 0);
@@ -1206,10 +1214,10 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	 */
 	if (ahead) {
 		if (ahead_keepable(&st))
-			p = pending_new(fs, inode, rfd, &st);
-	} else if (stamp_fd(fs, rfd, &st) == 0) {
+			p = pending_new(fs, pin, inode, rfd, &st);
+	} else if (stamp_fd(gen_policy(pin), rfd, &st) == 0) {
 		st.quiet = stamp_quiet(inode, rfd, &st.st);
-		p = pending_new(fs, inode, rfd, &st);
+		p = pending_new(fs, pin, inode, rfd, &st);
 	}
 	if (!p) {
 		close(rfd);
@@ -1243,18 +1251,20 @@ static bool ahead_size_wanted(const struct stat *st)
  * The stamp of a file about to be scanned ahead, open at rfd, still the
  * one looked at through the directory (pst) and not known to the cache.
  */
-static bool ahead_entry_wanted(struct clamfs_fs *fs, int rfd,
-			       const struct stat *pst, struct stamp *st)
+static bool ahead_entry_wanted(struct clamfs_fs *fs, struct generation *pin,
+			       int rfd, const struct stat *pst,
+			       struct stamp *st)
 {
 	struct vcache_file f;
 
-	if (stamp_fd(fs, rfd, st) != 0 || st->st.st_dev != pst->st_dev ||
-	    st->st.st_ino != pst->st_ino || !ahead_keepable(st))
+	if (stamp_fd(gen_policy(pin), rfd, st) != 0 ||
+	    st->st.st_dev != pst->st_dev || st->st.st_ino != pst->st_ino ||
+	    !ahead_keepable(st))
 		return false;
 	vcache_file_from_stat(&f, &st->st);
-	return !vcache_knows(fs_vcache(fs), &f) &&
+	return !vcache_knows(gen_vcache(pin), &f) &&
 	       !store_hit(fs, rfd, &f, st) &&
-	       close_scan_wanted(fs, rfd, &st->st, true);
+	       close_scan_wanted(fs, gen_policy(pin), rfd, &st->st, true);
 }
 
 int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
@@ -1283,7 +1293,7 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 		goto out;
 	}
 	vcache_file_from_stat(&f, &pst);
-	if (vcache_knows(fs_vcache(fs), &f)) {
+	if (vcache_knows(gen_vcache(pin), &f)) {
 		ret = -EALREADY;
 		goto out;
 	}
@@ -1324,10 +1334,10 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 		goto out;
 	}
 	ret = -EALREADY;
-	if (!ahead_entry_wanted(fs, rfd, &pst, &st))
+	if (!ahead_entry_wanted(fs, pin, rfd, &pst, &st))
 		goto out;
 	ret = -ENOMEM;
-	p = pending_new(fs, inode, rfd, &st);
+	p = pending_new(fs, pin, inode, rfd, &st);
 	if (!p)
 		goto out;
 	p->ahead = true;
@@ -1354,13 +1364,16 @@ out:
 	return ret;
 }
 
+static void invalidate_in(struct generation *g, void *inode)
+{
+	vcache_invalidate(gen_vcache(g), inode_dev(inode), inode_ino(inode));
+}
+
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode)
 {
-	struct generation *pin = fs_pin(fs);
-
 	inode_note_write(inode);
-	vcache_invalidate(fs_vcache(fs), inode_dev(inode), inode_ino(inode));
-	gen_unpin(pin);
+	/* a request pinned before a reload may still read an older cache */
+	generations_each(fs->gens, invalidate_in, inode);
 }
 
 void gate_stop_notifying(struct clamfs_fs *fs)

@@ -95,14 +95,11 @@ struct clamfs_fs {
 	bool scan_on_close;
 	bool scan_ahead;
 	bool scan_ahead_dirs;
-	struct ahead *ahead; /* directories read ahead (ahead.h) */
-	int quarantine_fd;   /* -1 unless on_infected=quarantine */
-	const struct policy *policy;
-	struct vcache *vcache;
+	struct ahead *ahead;	/* directories read ahead (ahead.h) */
+	int quarantine_fd;	/* -1 unless on_infected=quarantine */
 	struct vstore *vstore;	/* NULL without verdict_store= */
 	unsigned int store_ttl; /* cache_ttl in force, for the store */
 	struct scanq *scanq;
-	struct detect *detect;
 	struct dbwatch *dbwatch;
 	struct stats stats;
 	struct timespec started;    /* CLOCK_MONOTONIC */
@@ -113,8 +110,9 @@ struct clamfs_fs {
 };
 
 /*
- * A pin on the configuration in force (generation.h): what fs_policy(),
- * fs_vcache() and fs_detect() return stays valid until gen_unpin().
+ * A pin on the configuration in force (generation.h): what it holds
+ * (gen_policy(), gen_vcache(), gen_detect()) stays valid until
+ * gen_unpin().
  */
 static inline struct generation *fs_pin(struct clamfs_fs *fs)
 {
@@ -122,24 +120,9 @@ static inline struct generation *fs_pin(struct clamfs_fs *fs)
 }
 
 /*
- * Settings a SIGHUP may replace while requests run: the current ones.
- * Only valid under a pin taken before the call.
+ * Settings a SIGHUP may replace while requests run, the current ones:
+ * plain values, read once per use.
  */
-static inline const struct policy *fs_policy(struct clamfs_fs *fs)
-{
-	return __atomic_load_n(&fs->policy, __ATOMIC_ACQUIRE);
-}
-
-static inline struct vcache *fs_vcache(struct clamfs_fs *fs)
-{
-	return __atomic_load_n(&fs->vcache, __ATOMIC_ACQUIRE);
-}
-
-static inline struct detect *fs_detect(struct clamfs_fs *fs)
-{
-	return __atomic_load_n(&fs->detect, __ATOMIC_ACQUIRE);
-}
-
 static inline bool fs_scan_on_close(struct clamfs_fs *fs)
 {
 	return __atomic_load_n(&fs->scan_on_close, __ATOMIC_RELAXED);

@@ -703,7 +703,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	cfg = q->cfg;
 	/* its waiters may all give up and be answered before it ends */
 	if (cfg.hold)
-		held = cfg.hold(cfg.hold_arg);
+		held = cfg.hold(cfg.hold_arg, &cfg.fleet, &cfg.mode);
 	pthread_mutex_unlock(&q->lock);
 	memset(out, 0, sizeof(*out));
 	out->gen = job->gen;

@@ -232,15 +232,15 @@ struct scanq_config {
 	/* 0: max_queued_per_uid + threads */
 	unsigned int max_waiters_per_uid;
 	/*
-	 * Optional: keeps the fleet a scan takes alive until the scan ends,
-	 * also when every waiter gave up and was answered meanwhile. hold()
-	 * runs under the lock scanq_reconfigure_fleet takes, so no
-	 * reconfigure comes between reading the fleet and holding; what it
-	 * holds must keep that fleet alive even if it is older (the daemon
-	 * pins the current generation, which holds its successors); its
+	 * Optional: holds what a scan runs on until the scan ends, also when
+	 * every waiter gave up and was answered meanwhile, and may put the
+	 * fleet and mode of what it holds in place of the configured ones
+	 * (the daemon pins the configuration in force and scans with its
+	 * clamds). Runs on the scanner thread under the queue's lock; its
 	 * token goes to release().
 	 */
-	void *(*hold)(void *hold_arg);
+	void *(*hold)(void *hold_arg, struct cdp_fleet **fleet,
+		      enum scan_mode *mode);
 	void (*release)(void *token);
 	void *hold_arg;
 	/*

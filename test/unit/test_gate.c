@@ -55,7 +55,9 @@ static struct {
 static atomic_int scans;
 
 static struct clamfs_fs fs;
-static struct policy pol;
+static struct clamfs_opts opts;
+static struct vcache *vc;
+static struct detect *det;
 static char dir[PATH_MAX];
 static int dir_fd = -1;
 
@@ -307,17 +309,19 @@ static int setup(void **state)
 	fs.fd_root_len = strlen(dir);
 	fs.quarantine_fd = -1;
 	fs.kernel = &fake_kernel;
-	policy_init(&pol);
-	pol.racy_window = 0; /* a stamp vouches at once: no waiting here */
-	pol.racy_learn = false;
-	fs.policy = &pol;
-	fs.vcache = vcache_new(64, 600, NULL, NULL);
-	fs.detect = detect_new(NULL, 0, "/mnt/test", &fs.stats);
+	policy_init(&opts.policy);
+	opts.policy.racy_window =
+		0; /* a stamp vouches at once: no waiting here */
+	opts.policy.racy_learn = false;
+	vc = vcache_new(64, 600, NULL, NULL);
+	det = detect_new(NULL, 0, "/mnt/test", &fs.stats);
 	g = generation_new();
-	if (!fs.itab || !fs.vcache || !fs.detect || !g)
+	if (!fs.itab || !vc || !det || !g)
 		return -1;
-	g->vcache = fs.vcache;
-	g->detect = fs.detect;
+	/* the test frees them (NULL: not the generation's to free) */
+	g->opts = shared_new(&opts, NULL);
+	g->vcache = shared_new(vc, NULL);
+	g->detect = shared_new(det, NULL);
 	if (generations_new(g, &fs.gens) != 0)
 		return -1;
 	return scanq_new(&qcfg, &fs.scanq);
@@ -330,10 +334,10 @@ static int teardown(void **state)
 	(void)state;
 	scanq_free(fs.scanq);
 	generations_free(fs.gens);
-	vcache_free(fs.vcache);
-	detect_free(fs.detect);
+	vcache_free(vc);
+	detect_free(det);
 	itab_destroy(fs.itab);
-	policy_free(&pol);
+	policy_free(&opts.policy);
 	close(dir_fd);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	return system(cmd) == 0 ? 0 : -1;
@@ -343,8 +347,8 @@ static int each(void **state)
 {
 	(void)state;
 	forget_seen();
-	pol.on_infected = INFECTED_DENY;
-	vcache_clear(fs.vcache);
+	opts.policy.on_infected = INFECTED_DENY;
+	vcache_clear(vc);
 	return 0;
 }
 
@@ -470,13 +474,13 @@ static void test_oversize_refused_at_once(void **state)
 
 	(void)state;
 	write_file("big", "more than eight bytes\n");
-	pol.max_scan_size = 8;
-	pol.oversize_allow = false;
-	pol.deny_errno = EPERM;
+	opts.policy.max_scan_size = 8;
+	opts.policy.oversize_allow = false;
+	opts.policy.deny_errno = EPERM;
 	in = gate_open_as("big", O_RDONLY, false);
-	pol.max_scan_size = 100ULL << 20;
-	pol.oversize_allow = true;
-	pol.deny_errno = EACCES;
+	opts.policy.max_scan_size = 100ULL << 20;
+	opts.policy.oversize_allow = true;
+	opts.policy.deny_errno = EACCES;
 	assert_answered_at_once(EPERM);
 	assert_int_equal(atomic_load(&scans), 0);
 	itab_forget(fs.itab, in, 1);
@@ -497,9 +501,9 @@ static void test_groups_asked_only_for_exempt_gid(void **state)
 	assert_int_equal(seen.groups_asked, 0);
 	itab_forget(fs.itab, in, 1);
 
-	assert_int_equal(policy_add_exempt_gid(&pol, 4242), 0);
+	assert_int_equal(policy_add_exempt_gid(&opts.policy, 4242), 0);
 	forget_seen();
-	vcache_clear(fs.vcache);
+	vcache_clear(vc);
 	seen.groups[0] = 4242;
 	seen.n_groups = 1;
 	in = gate_open_as("grp", O_RDONLY, false);
@@ -515,10 +519,10 @@ static void test_groups_asked_only_for_exempt_gid(void **state)
 	assert_int_equal(seen.groups_asked, 1);
 	seen.n_groups = 0;
 	itab_forget(fs.itab, in, 1);
-	policy_free(&pol);
-	policy_init(&pol);
-	pol.racy_window = 0;
-	pol.racy_learn = false;
+	policy_free(&opts.policy);
+	policy_init(&opts.policy);
+	opts.policy.racy_window = 0;
+	opts.policy.racy_learn = false;
 }
 
 /*
@@ -532,7 +536,7 @@ static void test_delete_forgets_the_name_around_the_answer(void **state)
 	struct inode *in;
 
 	(void)state;
-	pol.on_infected = INFECTED_DELETE;
+	opts.policy.on_infected = INFECTED_DELETE;
 	write_file("del-open", "INFECTED, deleted when opened\n");
 	in = gate_open_as("del-open", O_RDONLY, false);
 	assert_int_equal(wait_answer(), EACCES);
@@ -554,6 +558,52 @@ static void test_delete_forgets_the_name_around_the_answer(void **state)
 	itab_forget(fs.itab, in, 1);
 }
 
+/*
+ * A write through the mount must reach every cache a request may still
+ * read: one pinned before a reload that replaced the cache reads the old
+ * one until it unpins.
+ */
+static void test_write_reaches_a_retired_cache(void **state)
+{
+	struct vcache *newer = vcache_new(64, 600, NULL, NULL);
+	struct generation *g2 = generation_new(), *old;
+	struct vcache_file f;
+	struct inode *in;
+	struct stat st;
+
+	(void)state;
+	assert_non_null(newer);
+	assert_non_null(g2);
+	write_file("w", "cached, then written\n");
+	in = gate_open_as("w", O_RDONLY, false);
+	assert_int_equal(wait_answer(), 0);
+	assert_int_equal(fstatat(dir_fd, "w", &st, 0), 0);
+	vcache_file_from_stat(&f, &st);
+	if (!vcache_knows(vc, &f)) {
+		/* tmpfs: nothing was cached to be reached */
+		itab_forget(fs.itab, in, 1);
+		generation_free(g2);
+		vcache_free(newer);
+		return;
+	}
+	old = gen_pin(fs.gens); /* a request still in flight */
+	g2->opts = shared_new(&opts, NULL);
+	g2->vcache = gen_share_vcache(newer);
+	g2->detect = shared_new(det, NULL);
+	generations_publish(fs.gens, g2);
+	gate_note_write(&fs, in);
+	assert_false(vcache_knows(vc, &f));
+	gen_unpin(old);
+	itab_forget(fs.itab, in, 1);
+	/* the fixture's objects in force again; g2 goes with its cache */
+	old = generation_new();
+	assert_non_null(old);
+	old->opts = shared_new(&opts, NULL);
+	old->vcache = shared_new(vc, NULL);
+	old->detect = shared_new(det, NULL);
+	generations_publish(fs.gens, old);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -570,6 +620,8 @@ int main(void)
 				       each),
 		cmocka_unit_test_setup(
 			test_delete_forgets_the_name_around_the_answer, each),
+		cmocka_unit_test_setup(test_write_reaches_a_retired_cache,
+				       each),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

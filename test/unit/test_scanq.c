@@ -1506,9 +1506,23 @@ static void test_withdraw_last_waiter_of_queued_scan(void **state)
 
 static atomic_int holds, releases;
 
-static void *count_hold(void *arg)
+static void *count_hold(void *arg, struct cdp_fleet **fleet,
+			enum scan_mode *mode)
+{
+	(void)arg, (void)fleet, (void)mode;
+	atomic_fetch_add(&holds, 1);
+	return &holds;
+}
+
+/* A hold on another configuration: the scan runs with its fleet and mode. */
+static char held_fleet;
+
+static void *swap_hold(void *arg, struct cdp_fleet **fleet,
+		       enum scan_mode *mode)
 {
 	(void)arg;
+	*fleet = (struct cdp_fleet *)&held_fleet;
+	*mode = SCAN_MODE_STREAM;
 	atomic_fetch_add(&holds, 1);
 	return &holds;
 }
@@ -1579,6 +1593,42 @@ static void test_reconfigure_under_way(void **state)
 	assert_true(script.timeout_ms[1] > 1000);
 	assert_int_equal(atomic_load(&holds), 2);
 	assert_int_equal(atomic_load(&releases), 2);
+}
+
+/*
+ * The daemon's hold pins the configuration in force and scans with its
+ * clamds, not with the fleet last configured: a reload between the two
+ * must not leave a scan on a fleet nothing holds.
+ */
+static void test_hold_gives_the_fleet(void **state)
+{
+	static char fleet_a;
+	struct scanq_config cfg = {
+		.threads = 1,
+		.timeout_ms = 10000,
+		.scan = script_scan,
+		.fleet = (struct cdp_fleet *)&fleet_a,
+		.mode = SCAN_MODE_FDPASS,
+		.hold = swap_hold,
+		.release = count_release,
+	};
+	struct scanq *q;
+	struct twaiter w;
+
+	(void)state;
+	atomic_store(&holds, 0);
+	atomic_store(&releases, 0);
+	q = new_queue_cfg(&cfg);
+	script_reset(0, CDP_ERR_NONE);
+	twaiter_init(&w, false);
+	assert_int_equal(submit(q, 410, 100, 1, &w), 0);
+	assert_true(wait_done(&w, 5000));
+	scanq_free(q);
+	assert_int_equal(script_calls(), 1);
+	assert_ptr_equal(script.fleet[0], &held_fleet);
+	assert_int_equal(script.mode[0], SCAN_MODE_STREAM);
+	assert_int_equal(atomic_load(&holds), 1);
+	assert_int_equal(atomic_load(&releases), 1);
 }
 
 /* --- background scans (scanning ahead of a reader, issue 23) --- */
@@ -2165,6 +2215,7 @@ int main(void)
 		cmocka_unit_test(test_join_while_the_verdict_is_answered),
 		cmocka_unit_test(test_withdraw_last_waiter_of_queued_scan),
 		cmocka_unit_test(test_reconfigure_under_way),
+		cmocka_unit_test(test_hold_gives_the_fleet),
 		cmocka_unit_test(test_background_comes_last),
 		cmocka_unit_test(test_small_thread_never_takes_background),
 		cmocka_unit_test(test_background_waits_for_running_scans),
