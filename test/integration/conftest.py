@@ -38,41 +38,14 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__),
                                                 "..")))
 
 from clamfstest.clamd import Clamd, eicar_bytes as _eicar_bytes  # noqa: E402
-from clamfstest.env import cannot_mount  # noqa: E402
+from clamfstest import skipall  # noqa: E402
 from clamfstest.mount import MountFactory  # noqa: E402
 from adminutil import Admin  # noqa: E402
 
-# ctest's SKIP_RETURN_CODE for this directory (CMakeLists.txt).
-EXIT_SKIPPED = 77
-
-_CANNOT = cannot_mount()
-
-
-def pytest_collection_modifyitems(config, items):
-    if _CANNOT is None:
-        return
-    mark = pytest.mark.skip(reason="clamfs integration tests: " + _CANNOT)
-    for item in items:
-        item.add_marker(mark)
-
-
-def pytest_report_header(config):
-    if _CANNOT is not None:
-        return "clamfs integration tests: skipping all: " + _CANNOT
-
-
-def pytest_terminal_summary(terminalreporter):
-    # -q hides the report header: say once why nothing ran.
-    if _CANNOT is not None:
-        terminalreporter.write_line("clamfs integration tests skipped: " +
-                                    _CANNOT)
-
-
-def pytest_sessionfinish(session, exitstatus):
-    # Every test skipped for want of root or FUSE is not a pass: say so
-    # with the exit status ctest maps to "skipped".
-    if _CANNOT is not None and exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = EXIT_SKIPPED
+pytest_collection_modifyitems = skipall.pytest_collection_modifyitems
+pytest_report_header = skipall.pytest_report_header
+pytest_terminal_summary = skipall.pytest_terminal_summary
+pytest_sessionfinish = skipall.pytest_sessionfinish
 
 
 @pytest.fixture(scope="session")

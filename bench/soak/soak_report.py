@@ -373,5 +373,5 @@ def replot(summary_json, png):
 
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] != "--replot":
-        sys.exit("usage: bench/soak_report.py --replot SUMMARY.json PNG")
+        sys.exit("usage: bench/soak/soak_report.py --replot SUMMARY.json PNG")
     replot(sys.argv[2], sys.argv[3])

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""The valgrind soak (issue 13): `bench/soak 75s --valgrind` runs the clamfs
+"""The valgrind soak (issue 13): `bench/soak/run 75s --valgrind` runs the clamfs
 daemon under valgrind memcheck through a shorter soak (valgrind is slow):
 every invariant must hold, valgrind must report no error and no definite
 leak. Not under the ASan+UBSan build (valgrind cannot run it)."""

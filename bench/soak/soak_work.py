@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The soak's workload processes: writers and readers, run through the mount
-(`bench/soak --role writer|reader ...`, started by the soak as root or as an
+(`bench/soak/run --role writer|reader ...`, started by the soak as root or as an
 unprivileged user).
 
 A writer owns a range of oracle slots (soak_oracle.py) and a directory

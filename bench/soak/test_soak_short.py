@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""The short soak (issue 13): `bench/soak --short` (2 minutes of mixed
-workload and faults through a real mount, bench/soak's docstring) must end
+"""The short soak (issue 13): `bench/soak/run --short` (2 minutes of mixed
+workload and faults through a real mount, bench/soak/run's docstring) must end
 with every invariant holding. Under the ASan+UBSan build (CLAMFS_SANITIZE)
-it is the sanitizer soak: bench/soak then also fails on any sanitizer
+it is the sanitizer soak: bench/soak/run then also fails on any sanitizer
 report of the daemon."""
 import errno
 import json
@@ -16,8 +16,7 @@ import pytest
 from clamfstest.env import SANITIZE, clamfs_bin
 from clamfstest.mapped import MappedSigbus, mapped_read, mapped_write
 
-SOAK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                    "bench", "soak")
+SOAK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run")
 
 
 def run_soak(tmp_path, *args, timeout=280):

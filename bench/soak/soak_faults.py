@@ -47,7 +47,7 @@ def write_config(ctx, settings):
     else:
         clamd = f"clamd = {ctx.clamd.socket}\n"
         mode = "scan_mode = fdpass\n"
-    text = ("; written by bench/soak\n[fuse]\n"
+    text = ("; written by bench/soak/run\n[fuse]\n"
             f"backend = {ctx.backend}\nmountpoint = {ctx.mnt}\n"
             "options = allow_other\n\n[clamd]\n" + clamd +
             f"version_check = {VERSION_CHECK}\n\n[scan]\n" + mode +
@@ -125,7 +125,7 @@ class FaultDriver(threading.Thread):
         """Records a clamd outage from t0 to the first probe scan clamd
         answers: the outage lasts as long as clamd does not scan, also
         after the fault itself has ended."""
-        from clamfstest.clamd import command  # bench/soak put it on the path
+        from clamfstest.clamd import command  # bench/soak/run put it on the path
         t1 = time.time()
         t_ok = None
         end = t1 + 120
