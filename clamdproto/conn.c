@@ -292,8 +292,17 @@ int cdp_conn_read(struct cdp_conn *conn, size_t max, int64_t deadline,
 					return rc;
 				continue;
 			}
-			if (n < 0)
-				return tls_result((int)n, cancel);
+			if (n < 0) {
+				rc = tls_result((int)n, cancel);
+				/* as a reset on a plain socket: keep clamd's
+				 * last words */
+				if (rc == -ECONNRESET &&
+				    cdp_rbuf_pending(&conn->rb)) {
+					*line = cdp_rbuf_rest(&conn->rb, len);
+					return -EPROTO;
+				}
+				return rc;
+			}
 			if (n == 0 && cdp_cancel_triggered(cancel))
 				return -ECANCELED;
 		} else {

@@ -40,6 +40,7 @@
 
 #define NAME	"clamd.test"
 #define WAIT_MS 10000 /* generous bound on anything that should be quick */
+#define PARTIAL "stream: Eicar-Te" /* a reply cut short */
 
 /* ------------------------------------------------------ certificates */
 
@@ -225,6 +226,8 @@ struct srv_opts {
 	EVP_PKEY *key;
 	bool want_client_cert; /* require one, signed by pki.ca */
 	int max_version;       /* 0, or e.g. TLS1_2_VERSION */
+	/* SRV_TLS: part of a reply, then bytes that break the TLS stream */
+	bool partial_then_broken;
 	/* SRV_SILENT: triggered once the ClientHello has arrived */
 	struct cdp_cancel *trigger;
 };
@@ -324,6 +327,21 @@ static void serve_tls(struct server *s)
 					  NID_commonName, s->client_cn,
 					  sizeof(s->client_cn));
 		X509_free(peer);
+	}
+	if (s->o.partial_then_broken) {
+		static const char garbage[16] = {(char)0xff, (char)0xff,
+						 (char)0xff, (char)0xff};
+		char buf[256];
+
+		/* clamd's last words: a reply cut short, then no valid record
+		 */
+		if (ssl_write_all(ssl, PARTIAL, strlen(PARTIAL)) == 0 &&
+		    write(s->fd, garbage, sizeof(garbage)) > 0)
+			s->answered = 1;
+		/* held until the client is gone */
+		while (read(s->fd, buf, sizeof(buf)) > 0)
+			;
+		goto out;
 	}
 	serve_commands(s, ssl);
 out:
@@ -650,6 +668,33 @@ static void test_expired(void **state)
 }
 
 /*
+ * The stream breaks (a record that is no TLS) after part of a reply: what
+ * clamd said is kept and told apart from a session that died unanswered,
+ * as a reset after clamd's last words on a plain socket is (conn.c). A
+ * reused session's command would otherwise be retried as never answered.
+ */
+static void test_broken_after_partial_reply(void **state)
+{
+	struct srv_opts o = tls_server(pki.srv);
+	const char *line = NULL;
+	size_t len = 0;
+	char why[256];
+
+	o.partial_then_broken = true;
+	new_tls(NULL, false);
+	start_server(&o);
+	assert_int_equal(handshake(NAME, WAIT_MS, NULL, why, sizeof(why)), 0);
+	assert_int_equal(cdp_conn_read(fx.conn, 64, cdp_deadline(WAIT_MS), NULL,
+				       &line, &len),
+			 -EPROTO);
+	assert_non_null(line);
+	assert_int_equal(len, strlen(PARTIAL));
+	assert_memory_equal(line, PARTIAL, len);
+	finish();
+	assert_int_equal(fx.srv.answered, 1);
+}
+
+/*
  * A server requiring a client certificate.  In TLS 1.2 it refuses us
  * within the handshake; in TLS 1.3 the client's handshake is over before
  * the server has looked at the certificate, so the refusal (an alert)
@@ -819,9 +864,11 @@ static void test_hangup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_round_trip), T(test_wrong_name),	 T(test_other_ca),
-		T(test_expired),    T(test_client_cert), T(test_new_errors),
-		T(test_cancel),	    T(test_deadline),	 T(test_hangup),
+		T(test_round_trip),  T(test_wrong_name),
+		T(test_other_ca),    T(test_expired),
+		T(test_client_cert), T(test_new_errors),
+		T(test_cancel),	     T(test_deadline),
+		T(test_hangup),	     T(test_broken_after_partial_reply),
 	};
 
 	/* the server thread writes to a socket the client may have closed */
