@@ -66,11 +66,14 @@ static void note(const char *fmt, ...)
 	va_list ap;
 
 	pthread_mutex_lock(&seen.lock);
-	assert_true(seen.n_events < EVENTS_MAX);
+	/* more than a test expects: the last slot says so */
+	if (seen.n_events == EVENTS_MAX)
+		seen.n_events--;
 	va_start(ap, fmt);
 	vsnprintf(seen.events[seen.n_events++], sizeof(seen.events[0]), fmt,
 		  ap);
 	va_end(ap);
+	pthread_cond_broadcast(&seen.cond);
 	pthread_mutex_unlock(&seen.lock);
 }
 
@@ -181,8 +184,12 @@ static void fake_answer(struct gate_open *o, struct inode *inode, int fd,
 	struct fake_open *fo = (struct fake_open *)o;
 
 	(void)inode;
-	/* the FUSE layer keeps an allowed fd as the file handle: done here */
-	assert_int_equal(close(fd), 0);
+	/*
+	 * The FUSE layer keeps an allowed fd as the file handle: done here.
+	 * No cmocka assertion on a scanner thread: an event says it.
+	 */
+	if (close(fd) != 0)
+		note("close-failed:%d", errno);
 	note("answer:%d", err);
 	pthread_mutex_lock(&seen.lock);
 	seen.answers++;
@@ -248,33 +255,67 @@ static int wait_answer(void)
 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 10;
+	int answers;
+
 	pthread_mutex_lock(&seen.lock);
 	while (seen.answers == 0)
 		if (pthread_cond_timedwait(&seen.cond, &seen.lock, &until) ==
 		    ETIMEDOUT)
 			break;
-	assert_int_equal(seen.answers, 1);
+	answers = seen.answers;
 	err = seen.err;
 	pthread_mutex_unlock(&seen.lock);
+	/* asserted unlocked: a failure leaves the test by longjmp */
+	assert_int_equal(answers, 1);
 	return err;
+}
+
+/*
+ * Until n events were seen, from whichever thread: what a scanner thread
+ * does after its answer (a create's name forgotten) comes later.
+ */
+static void wait_events(int n)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	int got;
+
+	pthread_mutex_lock(&seen.lock);
+	while (seen.n_events < n)
+		if (pthread_cond_timedwait(&seen.cond, &seen.lock, &until) ==
+		    ETIMEDOUT)
+			break;
+	got = seen.n_events;
+	pthread_mutex_unlock(&seen.lock);
+	assert_true(got >= n);
 }
 
 /* Answered during gate_open itself, without waiting for a scan. */
 static void assert_answered_at_once(int err)
 {
+	int answers, got, keeps;
+
 	pthread_mutex_lock(&seen.lock);
-	assert_int_equal(seen.answers, 1);
-	assert_int_equal(seen.err, err);
-	assert_int_equal(seen.keeps, 0);
+	answers = seen.answers;
+	got = seen.err;
+	keeps = seen.keeps;
 	pthread_mutex_unlock(&seen.lock);
+	assert_int_equal(answers, 1);
+	assert_int_equal(got, err);
+	assert_int_equal(keeps, 0);
 }
 
 static void assert_event(int i, const char *what)
 {
+	char event[sizeof(seen.events[0])] = "";
+
 	pthread_mutex_lock(&seen.lock);
-	assert_true(i < seen.n_events);
-	assert_string_equal(seen.events[i], what);
+	if (i < seen.n_events)
+		memcpy(event, seen.events[i], sizeof(event));
 	pthread_mutex_unlock(&seen.lock);
+	assert_string_equal(event, what);
 }
 
 static int setup(void **state)
@@ -552,6 +593,7 @@ static void test_delete_forgets_the_name_around_the_answer(void **state)
 	write_file("del-create", "INFECTED, deleted when created over\n");
 	in = gate_open_as("del-create", O_RDONLY, true);
 	assert_int_equal(wait_answer(), EACCES);
+	wait_events(4);
 	assert_event(1, "interrupt:off");
 	assert_event(2, "answer:13");
 	assert_event(3, "inval_entry:del-create");
