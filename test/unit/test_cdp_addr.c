@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <string.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -214,29 +217,76 @@ static void test_unix_backlog_full_waits_for_deadline(void **state)
 	full_listener_close(&fl);
 }
 
+/*
+ * Lets at least ms milliseconds of the monotonic clock pass. Only for a
+ * window in which something must NOT happen; anything that is to happen
+ * is waited for, bounded. why says what, for the reader.
+ */
+static void let_time_pass(unsigned int ms, const char *why)
+{
+	struct timespec until;
+
+	(void)why;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) ==
+	       EINTR)
+		;
+}
+
+/* The connect under test, and the thread that makes room for it. */
+struct later {
+	struct full_listener *fl;
+	atomic_bool connecting; /* the connect is under way ... */
+	atomic_bool returned;	/* ... and has come back */
+	bool early;		/* it came back before there was room */
+	bool never;		/* the connect never began (5 s) */
+};
+
 static void *accept_later(void *arg)
 {
-	struct full_listener *fl = arg;
-	const struct timespec pause = {.tv_nsec = 100 * 1000 * 1000};
+	struct later *l = arg;
+	int64_t end = cdp_now_ms() + 5000;
+	const struct timespec slice = {.tv_nsec = 1000 * 1000};
 	int fd;
 
-	nanosleep(&pause, NULL);
-	fd = accept(fl->lfd, NULL, NULL);
+	while (!atomic_load(&l->connecting)) {
+		if (cdp_now_ms() > end) {
+			l->never = true;
+			break;
+		}
+		nanosleep(&slice, NULL);
+	}
+	/* nothing is to happen: with no room, the connect tries again */
+	let_time_pass(100, "the connect must not come back while the backlog "
+			   "is full");
+	l->early = atomic_load(&l->returned);
+	fd = accept(l->fl->lfd, NULL, NULL);
 	return (void *)(intptr_t)fd;
 }
 
 static void test_unix_backlog_full_connects_once_room(void **state)
 {
 	struct full_listener fl;
+	struct later l = {.fl = &fl};
 	pthread_t t;
 	void *accepted;
 	int fd;
 
 	(void)state;
 	full_listener_open(&fl);
-	assert_int_equal(pthread_create(&t, NULL, accept_later, &fl), 0);
+	assert_int_equal(pthread_create(&t, NULL, accept_later, &l), 0);
+	atomic_store(&l.connecting, true);
 	fd = cdp_addr_connect(fl.addr, cdp_deadline(5000), NULL);
+	atomic_store(&l.returned, true);
 	pthread_join(t, &accepted);
+	assert_false(l.never);
+	assert_false(l.early);
 	assert_true(fd >= 0);
 	/* really connected: the peer is there */
 	assert_int_equal(write(fd, "x", 1), 1);

@@ -115,6 +115,30 @@ int __wrap_cdp_fleet_backend_stats(struct cdp_fleet *f, size_t i,
 	return ret;
 }
 
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t0->tv_sec) * 1000 +
+	       (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* Waits up to 5 s for backend i to have been sent n VERSION queries. */
+static bool wait_calls(size_t i, unsigned n)
+{
+	const struct timespec slice = {0, 1000 * 1000};
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (__atomic_load_n(&fake[i].calls, __ATOMIC_ACQUIRE) < n) {
+		if (ms_since(&t0) > 5000)
+			return false;
+		nanosleep(&slice, NULL);
+	}
+	return true;
+}
+
 static struct cdp_fleet *pin_fleet(void *arg, void **pin)
 {
 	(void)arg;
@@ -358,7 +382,6 @@ static void a_reload_keeps_each_clamds_record(void **state)
 /* A stop waits for no VERSION: one per backend added up to n deadlines. */
 static void a_stop_cancels_the_version_under_way(void **state)
 {
-	const struct timespec settle = {0, 100 * 1000 * 1000};
 	struct timespec t0, t1;
 	struct stats stats = {0};
 	struct dbwatch *w;
@@ -370,8 +393,8 @@ static void a_stop_cancels_the_version_under_way(void **state)
 	for (int i = 0; i < 3; i++)
 		fake[i].silent = true;
 	assert_int_equal(dbwatch_start(&src, &stats, 60, &w), 0);
-	nanosleep(&settle, NULL);
-	/* the first is under way */
+	/* the first is under way (and, silent, stays so for 2 s) */
+	assert_true(wait_calls(0, 1));
 	assert_int_equal(__atomic_load_n(&fake[0].calls, __ATOMIC_ACQUIRE), 1);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	dbwatch_stop(w);
@@ -390,7 +413,6 @@ static void a_stop_cancels_the_version_under_way(void **state)
  */
 static void a_cancelled_version_is_not_an_outage(void **state)
 {
-	const struct timespec settle = {0, 100 * 1000 * 1000};
 	struct stats stats = {0};
 	struct dbwatch *w;
 
@@ -400,7 +422,8 @@ static void a_cancelled_version_is_not_an_outage(void **state)
 	fake[0].silent = true;
 	__atomic_store_n(&errors_logged, 0, __ATOMIC_RELEASE);
 	assert_int_equal(dbwatch_start(&src, &stats, 60, &w), 0);
-	nanosleep(&settle, NULL);
+	/* the VERSION the stop is to cut short is under way */
+	assert_true(wait_calls(0, 1));
 	assert_int_equal(__atomic_load_n(&fake[0].calls, __ATOMIC_ACQUIRE), 1);
 	dbwatch_stop(w);
 	assert_int_equal(__atomic_load_n(&errors_logged, __ATOMIC_ACQUIRE), 0);

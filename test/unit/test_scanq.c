@@ -135,6 +135,30 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/*
+ * Lets at least ms milliseconds of the monotonic clock pass. Only for a
+ * window in which something must NOT happen, or for time the code under
+ * test measures (a deadline counted from a submit); anything that is to
+ * happen is waited for, bounded (fake_wait_scans, wait_done, ...). why
+ * says which of the two, for the reader.
+ */
+static void let_time_pass(unsigned int ms, const char *why)
+{
+	struct timespec until;
+
+	(void)why;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) ==
+	       EINTR)
+		;
+}
+
 /* Waits up to 5 s for the fake to have started n scans in all. */
 static bool fake_wait_scans(int n)
 {
@@ -529,8 +553,11 @@ static void test_small_file_lane(void **state)
 		assert_int_equal(submit(q, 70 + i, BIG, 1000, &big[i]), 0);
 	}
 	assert_true(fake_wait_scans(1));
-	usleep(50 * 1000);
-	/* two threads, one kept for small files: one big scan at a time */
+	/*
+	 * Nothing more is to happen: two threads, one kept for small
+	 * files, one big scan at a time.
+	 */
+	let_time_pass(50, "no second big scan may start");
 	assert_int_equal(fake_nscans(), 1);
 	twaiter_init(&small, false);
 	t0 = now_ms();
@@ -995,7 +1022,8 @@ static void test_joiner_keeps_its_own_deadline_queued(void **state)
 	assert_true(fake_wait_scans(1));
 	t0 = now_ms();
 	assert_int_equal(submit(q, 611, 100, 1000, &a), 0);
-	usleep(300 * 1000);
+	/* deadlines count from each submit: b's must come 300 ms after a's */
+	let_time_pass(300, "b's deadline is to be 300 ms later than a's");
 	assert_int_equal(submit(q, 611, 100, 2000, &b), 0);
 	assert_true(wait_done(&a, 3000));
 	assert_true(a.at_ms - t0 >= 550 && a.at_ms - t0 < 850);
@@ -1034,7 +1062,8 @@ static void test_earlier_deadline_answered_while_scanned(void **state)
 	assert_true(fake_wait_scans(1));
 	t0 = now_ms();
 	assert_int_equal(submit(q, 621, 100, 1000, &a), 0);
-	usleep(300 * 1000);
+	/* deadlines count from each submit: b's must come 300 ms after a's */
+	let_time_pass(300, "b's deadline is to be 300 ms later than a's");
 	assert_int_equal(submit(q, 621, 100, 2000, &b), 0);
 	fake_release(620);
 	assert_true(fake_wait_scans(2));
@@ -1327,7 +1356,11 @@ static void test_timeout_retried_for_later_joiner(void **state)
 	twaiter_init(&b, false);
 	assert_int_equal(submit(q, 240, 100, 1, &a), 0);
 	assert_true(script_wait_calls(1));
-	usleep(300 * 1000);
+	/*
+	 * b joins 300 ms after a submitted: its deadline, which the retry
+	 * is given (timeout_ms[1] below), is that much later than a's
+	 */
+	let_time_pass(300, "b's deadline is to be 300 ms later than a's");
 	assert_int_equal(submit(q, 240, 100, 2, &b), 0);
 	/* a's own deadline has passed: told so, not kept for b's time */
 	assert_true(wait_done(&a, 3000));
@@ -1479,8 +1512,11 @@ static void test_withdraw_last_waiter_of_queued_scan(void **state)
 	t_interrupt(&a);
 	assert_true(wait_done(&a, 2000));
 	assert_int_equal(a.o.res.cat, CDP_ERR_CANCELLED);
-	/* b still waits: the scan keeps its place, the bound is reached */
-	usleep(50 * 1000);
+	/*
+	 * Nothing is to happen: b still waits, the scan keeps its place,
+	 * the bound is reached.
+	 */
+	let_time_pass(50, "b must not be answered, its scan stays queued");
 	assert_false(atomic_load(&b.done));
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.queued, 1);
@@ -1716,7 +1752,9 @@ static void test_small_thread_never_takes_background(void **state)
 	fake.fast_from = 211;
 	pthread_mutex_unlock(&fake.lock);
 	assert_int_equal(submit_bg(q, 211, 100, 0, NULL, &bg), 0);
-	usleep(100 * 1000);
+	/* nothing is to happen: the scan must stay queued, unscanned */
+	let_time_pass(100, "the small-file thread must not take the background "
+			   "scan");
 	assert_int_equal(fake_nscans(), 2);
 	assert_false(atomic_load(&bg.done));
 	/* a reader of the file joins it: the small-file thread takes it */
@@ -1749,13 +1787,15 @@ static void test_background_waits_for_running_scans(void **state)
 		assert_int_equal(submit_bg(q, 251 + i, BIG, 0, NULL, &bg[i]),
 				 0);
 	}
-	usleep(100 * 1000);
+	/* nothing is to happen: a waited-for scan runs, so no background */
+	let_time_pass(100, "no background scan may start while the gate runs");
 	assert_int_equal(fake_nscans(), 1);
 	/* once it is done, one background scan at a time */
 	fake_release(250);
 	assert_true(wait_done(&gate, 2000));
 	assert_true(fake_wait_scans(2));
-	usleep(100 * 1000);
+	/* nothing more is to happen: 252 waits until 251's scan ends */
+	let_time_pass(100, "the second background scan must not start");
 	assert_int_equal(fake_nscans(), 2);
 	assert_int_equal(fake.order[1], 251);
 	fake_release((ino_t)-1);
@@ -1802,7 +1842,9 @@ static void test_beside_one_runs_beside_a_waited_scan(void **state)
 			assert_int_equal(submit_beside(q, 261 + i, &bg[i]), 0);
 		}
 		assert_true(fake_wait_scans(1 + beside));
-		usleep(100 * 1000);
+		/* nothing more is to happen: the rest stay queued */
+		let_time_pass(100, "no scan beside beyond those allowed may "
+				   "start");
 		assert_int_equal(fake_nscans(), 1 + beside);
 		if (beside) {
 			/* another user's big file still finds a thread */
@@ -1836,7 +1878,8 @@ static void test_beside_one_passes_plain_background(void **state)
 	assert_int_equal(submit_beside(q, 282, &beside), 0);
 	assert_true(fake_wait_scans(2));
 	assert_int_equal(fake.order[1], 282);
-	usleep(100 * 1000);
+	/* nothing more is to happen: plain 281 waits while others run */
+	let_time_pass(100, "the plain background scan must not start");
 	assert_int_equal(fake_nscans(), 2);
 	fake_release((ino_t)-1);
 	assert_true(wait_done(&gate, 2000) && wait_done(&plain, 2000) &&
@@ -2106,7 +2149,8 @@ static void test_joiner_told_when_the_scan_began(void **state)
 	t0 = real_ns();
 	assert_int_equal(submit(q, 240, 100, 1000, &first), 0);
 	assert_true(fake_wait_scans(1));
-	usleep(30 * 1000);
+	/* the joiner's stamp is to be clearly later than the scan's start */
+	let_time_pass(30, "the clock moves on past the scan's start");
 	t1 = real_ns();
 	assert_int_equal(submit(q, 240, 100, 2000, &joiner), 0);
 	fake_release(240);
@@ -2138,7 +2182,8 @@ static void test_no_background_with_one_general_thread(void **state)
 	pthread_mutex_unlock(&fake.lock);
 	assert_int_equal(submit_bg(q, 260, BIG, 0, NULL, &bg), 0);
 	assert_int_equal(submit_bg(q, 261, BIG, 0, NULL, &joined), 0);
-	usleep(100 * 1000);
+	/* nothing is to happen: both stay queued until someone joins */
+	let_time_pass(100, "no background scan may start");
 	assert_int_equal(fake_nscans(), 0);
 	assert_int_equal(submit(q, 261, BIG, 1000, &reader), 0);
 	assert_true(wait_done(&reader, 2000) && wait_done(&joined, 2000));
