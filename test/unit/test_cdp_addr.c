@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "let_time_pass.h"
+
 #include "clamdproto.h"
 #include "internal.h"
 
@@ -215,28 +217,6 @@ static void test_unix_backlog_full_waits_for_deadline(void **state)
 	assert_int_equal(fd, -ETIMEDOUT);
 	assert_true(cdp_now_ms() - start >= 290);
 	full_listener_close(&fl);
-}
-
-/*
- * Lets at least ms milliseconds of the monotonic clock pass. Only for a
- * window in which something must NOT happen; anything that is to happen
- * is waited for, bounded. why says what, for the reader.
- */
-static void let_time_pass(unsigned int ms, const char *why)
-{
-	struct timespec until;
-
-	(void)why;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) ==
-	       EINTR)
-		;
 }
 
 /* The connect under test, and the thread that makes room for it. */

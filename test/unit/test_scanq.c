@@ -30,6 +30,8 @@
 
 #include <cmocka.h>
 
+#include "let_time_pass.h"
+
 #include "scanq.h"
 
 #define MAX_SCANS 64
@@ -133,30 +135,6 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/*
- * Lets at least ms milliseconds of the monotonic clock pass. Only for a
- * window in which something must NOT happen, or for time the code under
- * test measures (a deadline counted from a submit); anything that is to
- * happen is waited for, bounded (fake_wait_scans, wait_done, ...). why
- * says which of the two, for the reader.
- */
-static void let_time_pass(unsigned int ms, const char *why)
-{
-	struct timespec until;
-
-	(void)why;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) ==
-	       EINTR)
-		;
 }
 
 /* Waits up to 5 s for the fake to have started n scans in all. */
