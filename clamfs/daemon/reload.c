@@ -110,7 +110,8 @@ static void hold_cache(struct generation *g, void *arg)
 	c->held[c->n++] = shared_get(g->vcache);
 }
 
-void reload_drop_verdicts(struct clamfs_fs *fs, const char *why)
+/* Every verdict the mount holds, in each live cache and the store. */
+static void clear_verdicts(struct clamfs_fs *fs)
 {
 	struct caches c = {0};
 
@@ -136,6 +137,11 @@ void reload_drop_verdicts(struct clamfs_fs *fs, const char *why)
 	}
 	/* after the caches: see maybe_cache() in gate.c */
 	vstore_clear(fs->vstore);
+}
+
+void reload_drop_verdicts(struct clamfs_fs *fs, const char *why)
+{
+	clear_verdicts(fs);
 	if (!why)
 		return; /* the database watch counts and logs its own */
 	stats_inc(&fs->stats, STAT_CACHE_CLEARS);
@@ -304,17 +310,18 @@ static void publish(struct reload *r, struct generation *next)
 	__atomic_store_n(&fs->scan_ahead_dirs, n->scan_ahead_dirs,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&fs->store_ttl, config_store_ttl(n), __ATOMIC_RELAXED);
+	generations_publish(r->gens, next);
 	if (next->other_clamds) {
 		/*
 		 * Another clamd may have other signatures: verdicts of the
-		 * old one are not trusted. (A cache next shares with g is one
-		 * object: cleared for both.)
+		 * old one are not trusted. Only now: until next was in force
+		 * a scan could start on the old clamd and keep its verdict
+		 * in a cache cleared before. Every live cache, as a request
+		 * pinned before may still scan on the old clamd and store.
 		 */
-		vcache_clear(gen_vcache(next));
-		vstore_clear(fs->vstore);
+		clear_verdicts(fs);
 		stats_inc(&fs->stats, STAT_CACHE_CLEARS);
 	}
-	generations_publish(r->gens, next);
 }
 
 int reload_run(struct reload *r, const char *why, char *msg, size_t msg_len)

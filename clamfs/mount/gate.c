@@ -218,11 +218,26 @@ static void note_removed(struct pending *p, const char *rel)
 		sizeof(p->removed_name));
 }
 
-/* Carries out the on_infected action; returns the errno to refuse with. */
-static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
-			   const char *event, const char *sig, bool cached)
+/* The verdict of a file moved away, in the caches the open could read. */
+static void forget_verdict(struct generation *cur, struct pending *p)
 {
-	const struct policy *pol = gen_policy(p->pin);
+	vcache_invalidate(gen_vcache(cur), p->stamp.st.st_dev,
+			  p->stamp.st.st_ino);
+	if (gen_vcache(p->pin) != gen_vcache(cur))
+		vcache_invalidate(gen_vcache(p->pin), p->stamp.st.st_dev,
+				  p->stamp.st.st_ino);
+}
+
+/*
+ * Carries out the on_infected action of cur, the configuration in force
+ * when the verdict is acted on (a reload while the scan ran applies);
+ * returns the errno to refuse with.
+ */
+static int act_on_infected(struct clamfs_fs *fs, struct generation *cur,
+			   struct pending *p, const char *event,
+			   const char *sig, bool cached)
+{
+	const struct policy *pol = gen_policy(cur);
 	char buf[PATH_MAX], dest[PATH_MAX], qdest[PATH_MAX * 4 + 8];
 	char outcome[sizeof(qdest) + 128];
 	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
@@ -245,7 +260,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 
 	switch (pol->on_infected) {
 	case INFECTED_LOG:
-		detect_report(gen_detect(p->pin), &det);
+		detect_report(gen_detect(cur), &det);
 		return 0;
 	case INFECTED_DENY:
 		break;
@@ -273,8 +288,7 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "quarantine_failed=\"%s\"", strerror(-ret));
 		}
 		det.outcome = outcome;
-		vcache_invalidate(gen_vcache(p->pin), p->stamp.st.st_dev,
-				  p->stamp.st.st_ino);
+		forget_verdict(cur, p);
 		vstore_forget(fs->vstore, p->stamp.st.st_dev,
 			      p->stamp.st.st_ino);
 		break;
@@ -292,13 +306,12 @@ static int act_on_infected(struct clamfs_fs *fs, struct pending *p,
 				 "delete_failed=\"%s\"", strerror(-ret));
 			det.outcome = outcome;
 		}
-		vcache_invalidate(gen_vcache(p->pin), p->stamp.st.st_dev,
-				  p->stamp.st.st_ino);
+		forget_verdict(cur, p);
 		vstore_forget(fs->vstore, p->stamp.st.st_dev,
 			      p->stamp.st.st_ino);
 		break;
 	}
-	detect_report(gen_detect(p->pin), &det);
+	detect_report(gen_detect(cur), &det);
 	return pol->deny_errno;
 }
 
@@ -325,10 +338,11 @@ static bool is_limits(const struct policy *pol, const char *sig)
  * says whether the open goes ahead. Refused, it fails as a scan that
  * could not finish does: EIO. Returns the errno to refuse with, or 0.
  */
-static int act_on_limits(struct clamfs_fs *fs, struct pending *p,
-			 const char *event, const char *sig, bool cached)
+static int act_on_limits(struct clamfs_fs *fs, struct generation *cur,
+			 struct pending *p, const char *event, const char *sig,
+			 bool cached)
 {
-	const struct policy *pol = gen_policy(p->pin);
+	const struct policy *pol = gen_policy(cur);
 	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], qsig[CDP_TEXT_MAX + 8];
 	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
 
@@ -376,15 +390,15 @@ static void debug_open(struct clamfs_fs *fs, int fd, const char *decision,
 		  (int)pid, (unsigned)uid, more ? more : "");
 }
 
-/* Scan failed: fail closed with EIO unless on_error=allow. */
-static bool allow_after_error(struct clamfs_fs *fs, struct pending *p,
-			      const struct scan_outcome *o)
+/* Scan failed: fail closed with EIO unless cur says on_error=allow. */
+static bool allow_after_error(struct clamfs_fs *fs, struct generation *cur,
+			      struct pending *p, const struct scan_outcome *o)
 {
 	char buf[PATH_MAX], path[PATH_MAX * 4 + 8], text[CDP_TEXT_MAX + 8];
 	const char *rel = fs_fd_path(fs, p->fd, buf, sizeof(buf));
 	const struct cdp_result *res = &o->res;
 	/* on_error=allow is for clamd's failures, not for a file never sent */
-	bool allow = gen_policy(p->pin)->on_error_allow && !o->expired_queued;
+	bool allow = gen_policy(cur)->on_error_allow && !o->expired_queued;
 	static struct log_limit limit;
 	unsigned long held_back;
 	char more[48] = "", uid[16], pid[16];
@@ -558,16 +572,17 @@ static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 	return true;
 }
 
-static void close_scanned(struct pending *p, const struct scan_outcome *o)
+static void close_scanned(struct pending *p, struct generation *cur,
+			  const struct scan_outcome *o)
 {
 	if (o->res.verdict == CDP_INFECTED &&
-	    is_limits(gen_policy(p->pin), o->res.text)) {
-		act_on_limits(p->fs, p, "close", o->res.text, o->known);
+	    is_limits(gen_policy(cur), o->res.text)) {
+		act_on_limits(p->fs, cur, p, "close", o->res.text, o->known);
 	} else if (o->res.verdict == CDP_INFECTED) {
-		act_on_infected(p->fs, p, "close", o->res.text, o->known);
+		act_on_infected(p->fs, cur, p, "close", o->res.text, o->known);
 		forget_removed_name(p->fs, p);
 	} else if (o->res.verdict == CDP_ERROR)
-		allow_after_error(p->fs, p, o);
+		allow_after_error(p->fs, cur, p, o);
 }
 
 /* Scanner thread: the verdict for one waiter. */
@@ -575,9 +590,15 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 {
 	struct pending *p = (struct pending *)w;
 	struct clamfs_fs *fs = p->fs;
+	/*
+	 * The verdict is acted on as the configuration in force now says: a
+	 * reload that tightened the policy while the scan ran applies to the
+	 * answer. What the open read before (cache, stamp) stays its pin's.
+	 */
+	struct generation *cur = fs_pin(fs);
 	bool created = p->open && p->open->is_create;
 	bool limits = o->res.verdict == CDP_INFECTED &&
-		      is_limits(gen_policy(p->pin), o->res.text);
+		      is_limits(gen_policy(cur), o->res.text);
 	bool cached;
 	int err = 0;
 
@@ -594,7 +615,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 	if (!p->open) {
 		/* a scan ahead is for the next reader, who acts on it */
 		if (!p->ahead)
-			close_scanned(p, o);
+			close_scanned(p, cur, o);
 		else if (cached)
 			stats_inc(&fs->stats, STAT_AHEAD_CACHED);
 		close(p->fd);
@@ -606,11 +627,12 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		debug_open(fs, p->fd, "interrupted", p->pid, p->uid, NULL);
 		err = EINTR;
 	} else if (limits) {
-		err = act_on_limits(fs, p, "open", o->res.text, o->known);
+		err = act_on_limits(fs, cur, p, "open", o->res.text, o->known);
 	} else if (o->res.verdict == CDP_INFECTED) {
-		err = act_on_infected(fs, p, "open", o->res.text, o->known);
+		err = act_on_infected(fs, cur, p, "open", o->res.text,
+				      o->known);
 	} else if (o->res.verdict == CDP_ERROR) {
-		err = allow_after_error(fs, p, o) ? 0 : EIO;
+		err = allow_after_error(fs, cur, p, o) ? 0 : EIO;
 	}
 	if (err) {
 		if (err != EINTR && o->res.verdict == CDP_INFECTED && !limits)
@@ -637,6 +659,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 		allow(p->open, p->inode, p->fd, &p->stamp);
 	}
 out:
+	gen_unpin(cur);
 	pending_free(p);
 }
 
@@ -1059,8 +1082,9 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 			if (!limits && removes_file(pol->on_infected))
 				break;
 			stats_inc(&fs->stats, STAT_CACHE_HITS);
-			ret = limits ? act_on_limits(fs, p, "open", sig, true)
-				     : act_on_infected(fs, p, "open", sig,
+			ret = limits ? act_on_limits(fs, pin, p, "open", sig,
+						     true)
+				     : act_on_infected(fs, pin, p, "open", sig,
 						       true);
 			if (ret) {
 				if (!limits)

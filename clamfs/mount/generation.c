@@ -196,6 +196,8 @@ void generations_publish(struct generations *gs, struct generation *next)
 void generations_each(struct generations *gs,
 		      void (*fn)(struct generation *g, void *arg), void *arg)
 {
+	if (!gs)
+		return;
 	pthread_mutex_lock(&gs->lock);
 	for (struct generation *g = gs->live; g; g = g->live_next)
 		fn(g, arg);

@@ -92,12 +92,34 @@ static void forget_seen(void)
 }
 
 /* The scanner: infected is what starts with "INFECTED". */
+/* While set, scans wait in the scanner until it is cleared. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool held;
+} scan_gate = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+};
+
+static void hold_scans(bool held)
+{
+	pthread_mutex_lock(&scan_gate.lock);
+	scan_gate.held = held;
+	pthread_cond_broadcast(&scan_gate.cond);
+	pthread_mutex_unlock(&scan_gate.lock);
+}
+
 static void fake_scan(const struct scanq_scan *s, struct cdp_result *res)
 {
 	char head[8];
 	ssize_t n = pread(s->fd, head, sizeof(head), 0);
 
 	atomic_fetch_add(&scans, 1);
+	pthread_mutex_lock(&scan_gate.lock);
+	while (scan_gate.held)
+		pthread_cond_wait(&scan_gate.cond, &scan_gate.lock);
+	pthread_mutex_unlock(&scan_gate.lock);
 	memset(res, 0, sizeof(*res));
 	if (n == (ssize_t)sizeof(head) && memcmp(head, "INFECTED", 8) == 0) {
 		res->verdict = CDP_INFECTED;
@@ -646,6 +668,53 @@ static void test_write_reaches_a_retired_cache(void **state)
 	generations_publish(fs.gens, old);
 }
 
+/* Until the scanner has begun n scans in all (bounded). */
+static void wait_scans(int n)
+{
+	int64_t end = (int64_t)time(NULL) + 10;
+	const struct timespec slice = {.tv_nsec = 1000000};
+
+	while (atomic_load(&scans) < n && (int64_t)time(NULL) < end)
+		nanosleep(&slice, NULL);
+	assert_true(atomic_load(&scans) >= n);
+}
+
+/*
+ * A reload that tightens the policy while a scan runs applies to that
+ * open's answer: the verdict is acted on as the configuration in force
+ * then says, not as when the open began.
+ */
+static void test_reload_during_scan_applies_to_the_answer(void **state)
+{
+	static struct clamfs_opts tighter;
+	struct generation *g2 = generation_new(), *g3;
+	struct inode *in;
+
+	(void)state;
+	assert_non_null(g2);
+	opts.policy.on_infected = INFECTED_LOG;
+	tighter = opts; /* the same, but for on_infected */
+	tighter.policy.on_infected = INFECTED_DENY;
+	write_file("tighten", "INFECTED, and the policy tightens meanwhile\n");
+	hold_scans(true);
+	in = gate_open_as("tighten", O_RDONLY, false);
+	wait_scans(1);
+	g2->opts = shared_new(&tighter, NULL);
+	g2->vcache = shared_new(vc, NULL);
+	g2->detect = shared_new(det, NULL);
+	generations_publish(fs.gens, g2);
+	hold_scans(false);
+	assert_int_equal(wait_answer(), EACCES);
+	itab_forget(fs.itab, in, 1);
+	/* the fixture's objects in force again */
+	g3 = generation_new();
+	assert_non_null(g3);
+	g3->opts = shared_new(&opts, NULL);
+	g3->vcache = shared_new(vc, NULL);
+	g3->detect = shared_new(det, NULL);
+	generations_publish(fs.gens, g3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -664,6 +733,8 @@ int main(void)
 			test_delete_forgets_the_name_around_the_answer, each),
 		cmocka_unit_test_setup(test_write_reaches_a_retired_cache,
 				       each),
+		cmocka_unit_test_setup(
+			test_reload_during_scan_applies_to_the_answer, each),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
