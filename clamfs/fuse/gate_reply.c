@@ -34,16 +34,12 @@ static int opener_groups(struct gate_open *o, gid_t *buf, size_t cap)
 static int reopen_readonly_as_opener(struct gate_open *o, int fd)
 {
 	struct req_identity id;
-	char link[PROC_FD_PATH_MAX];
 	int ret;
 
 	ret = req_identity_enter(((struct fuse_open *)o)->req, &id);
 	if (ret)
 		return ret;
-	proc_fd_path(link, fd);
-	ret = open(link, O_RDONLY | O_CLOEXEC);
-	if (ret == -1)
-		ret = -errno;
+	ret = proc_fd_reopen_readonly(fd, 0);
 	req_identity_leave(&id);
 	return ret;
 }

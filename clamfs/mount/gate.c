@@ -704,20 +704,6 @@ static int flush_writer_pages(void *ctx, uint64_t nodeid)
 }
 
 /*
- * A read-only reopening of the file open at fd (with more flags, e.g.
- * O_NOATIME); -errno on failure.
- */
-static int reopen_readonly_flags(int fd, int flags)
-{
-	char link[PROC_FD_PATH_MAX];
-	int rfd;
-
-	proc_fd_path(link, fd);
-	rfd = open(link, O_RDONLY | O_CLOEXEC | flags);
-	return rfd == -1 ? -errno : rfd;
-}
-
-/*
  * Whether the file open at fd is still as stamped in f, still has a name,
  * and nobody writes it; with tag, no write went through the mount since.
  * QUIET_NOT also for a file changed or unlinked.
@@ -1159,7 +1145,7 @@ static int reopen_readonly_as_owner(int fd, const struct stat *st, int flags)
 	ret = creds_assume(&owner);
 	if (ret)
 		return ret;
-	ret = reopen_readonly_flags(fd, flags);
+	ret = proc_fd_reopen_readonly(fd, flags);
 	creds_restore();
 	return ret;
 }

@@ -4,6 +4,8 @@
  */
 #include "procfd.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 
 /*
@@ -25,4 +27,14 @@ void proc_fd_path(char buf[PROC_FD_PATH_MAX], int fd)
 	while (n)
 		buf[len++] = digits[--n];
 	buf[len] = '\0';
+}
+
+int proc_fd_reopen_readonly(int fd, int flags)
+{
+	char link[PROC_FD_PATH_MAX];
+	int rfd;
+
+	proc_fd_path(link, fd);
+	rfd = open(link, O_RDONLY | O_CLOEXEC | flags);
+	return rfd == -1 ? -errno : rfd;
 }

@@ -11,4 +11,10 @@
 /* Writes "/proc/self/fd/<fd>" into buf. */
 void proc_fd_path(char buf[PROC_FD_PATH_MAX], int fd);
 
+/*
+ * A new read-only descriptor of the file open at fd (O_CLOEXEC, plus
+ * flags such as O_NOATIME), as whoever calls it is: a new fd or -errno.
+ */
+int proc_fd_reopen_readonly(int fd, int flags);
+
 #endif

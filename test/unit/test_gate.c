@@ -168,16 +168,11 @@ static int fake_groups(struct gate_open *o, gid_t *buf, size_t cap)
 
 static int fake_reopen(struct gate_open *o, int fd)
 {
-	char link[PROC_FD_PATH_MAX];
-	int rfd;
-
 	(void)o;
 	pthread_mutex_lock(&seen.lock);
 	seen.reopens++;
 	pthread_mutex_unlock(&seen.lock);
-	proc_fd_path(link, fd);
-	rfd = open(link, O_RDONLY | O_CLOEXEC);
-	return rfd == -1 ? -errno : rfd;
+	return proc_fd_reopen_readonly(fd, 0);
 }
 
 static struct gate_open *fake_keep(struct gate_open *o)
