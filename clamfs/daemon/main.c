@@ -496,7 +496,7 @@ int main(int argc, char *argv[])
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
 		 "on_error=%s",
 		 backend, mnt, one_line(opts.clamd, clamd, sizeof(clamd)),
-		 /* not fs.scan_mode: a SIGHUP may be changing it already */
+		 /* the queue's: a SIGHUP may be replacing the generation */
 		 scan_mode_name(scanq_mode(fs.scanq)),
 		 infected_action_name(opts.policy.on_infected),
 		 opts.policy.on_error_allow ? "allow" : "deny");

@@ -301,7 +301,6 @@ static void publish(struct reload *r, struct generation *next)
 	 * The queue's mode and deadline for scans from now on; a scan runs on
 	 * the fleet of the generation it holds (the daemon's scanq hold).
 	 */
-	fs->scan_mode = next->mode;
 	scanq_reconfigure_fleet(fs->scanq, gen_fleet(next), next->mode,
 				(int)n->scan_timeout * 1000);
 	__atomic_store_n(&fs->scan_on_close, n->scan_on_close,
@@ -328,11 +327,12 @@ int reload_run(struct reload *r, const char *why, char *msg, size_t msg_len)
 {
 	struct generation *g, *next = NULL;
 	char err[512] = "", changes[2048], remount[512];
-	enum scan_mode mode = r->fs->scan_mode;
+	enum scan_mode mode;
 	int ret;
 
 	/* only a reload changes current, and reloads run one at a time */
 	g = generations_current(r->gens);
+	mode = g->mode;
 	ret = reload_build(r, g, &next, &mode, err, sizeof(err));
 	if (ret) {
 		snprintf(msg, msg_len,

@@ -161,20 +161,19 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs, struct clamfs_opts *opts,
 	if (!g->opts)
 		goto nomem;
 	if (config_check_mount(opts, NULL, fs->backend_path, mountpoint,
-			       &fs->scan_mode, err, sizeof(err)) != 0) {
+			       &g->mode, err, sizeof(err)) != 0) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
 	poolcfg_tls_stamp(opts, &g->tls_stamp);
-	if (poolcfg_new(opts, 0, &fs->scan_mode, &fleet, err, sizeof(err))) {
+	if (poolcfg_new(opts, 0, &g->mode, &fleet, err, sizeof(err))) {
 		fprintf(stderr, "clamfs: %s\n", err);
 		goto fail;
 	}
-	g->mode = fs->scan_mode;
 	g->fleet = gen_share_fleet(fleet);
 	if (!g->fleet)
 		goto nomem;
-	if (fs->scan_mode == SCAN_MODE_PATH)
+	if (g->mode == SCAN_MODE_PATH)
 		log_warn("scan_mode=path: clamd is sent the opened file "
 			 "(fdpass or stream), never its path, which users "
 			 "could change during the scan");
@@ -315,7 +314,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	if (ret)
 		return ret;
 	qcfg.fleet = gen_fleet(generations_current(rt->gens));
-	qcfg.mode = rt->fs->scan_mode;
+	qcfg.mode = generations_current(rt->gens)->mode;
 	qcfg.threads = opts->scan_threads;
 	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
 	qcfg.scan = scanner_clamd_scan;

@@ -91,7 +91,6 @@ struct clamfs_fs {
 	 */
 	const char *fd_root;
 	size_t fd_root_len;
-	enum scan_mode scan_mode;
 	bool scan_on_close;
 	bool scan_ahead;
 	bool scan_ahead_dirs;
