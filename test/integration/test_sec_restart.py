@@ -251,3 +251,157 @@ def test_wait_given_up_mounts_fail_closed(admin, clamd_factory):
                          "clean:EIO"}, seen
     after = read_as_user(share, c, 0.2)
     assert set(after) == {"e:EIO", "clean:EIO"}, after
+
+
+# An unprivileged user racing restarts for clamfs's staging directories
+# (issue 36, item 3): inotify on /run and /tmp names each new
+# "clamfs-stage.*" directory; the racer opens it (O_PATH) again and again
+# and keeps every descriptor whose identity differs from the directory's
+# own (a mount was attached there), and likewise for each entry it can
+# list in it. Through every kept descriptor it looks for "e", three levels
+# down, and reads it; it does so again at the end, long after the
+# restarts, since a lazily detached mount lives on through a descriptor.
+# Reads stdin lines: "report" prints what it read so far.
+STAGE_RACER = r"""
+import ctypes, os, select, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+IN_CREATE, IN_ISDIR = 0x100, 0x40000000
+ino = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+assert ino >= 0
+watched = {libc.inotify_add_watch(ino, d.encode(), IN_CREATE): d
+           for d in ("/run", "/tmp")}
+eicar = bytes(ARGS["eicar"])
+stages = {}     # path: identity of the directory itself (or an entry)
+seen = set()    # every stage named
+kept = []       # (path, descriptor) onto something mounted there
+raw = set()     # the paths through which EICAR was read
+print("ready", flush=True)
+
+def ident(fd):
+    st = os.fstat(fd)
+    return (st.st_dev, st.st_ino)
+
+def try_keep(path, own):
+    try:
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return None
+    i = ident(fd)
+    # a few descriptors a directory are as good as many
+    if own is None or i == own or \
+            sum(1 for p, _ in kept if p == path) >= 3:
+        os.close(fd)
+        return own or i
+    kept.append((path, fd))
+    return own
+
+def read_beneath(dfd, depth, where):
+    try:
+        rfd = os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=dfd)
+    except OSError:
+        return
+    try:
+        names = os.listdir(rfd)
+    except OSError:
+        names = []
+    os.close(rfd)
+    for n in names:
+        if n == "e":
+            try:
+                f = os.open(n, os.O_RDONLY, dir_fd=dfd)
+                data = os.read(f, 4096)
+                os.close(f)
+                if eicar in data:
+                    raw.add(where)
+            except OSError:
+                pass
+        elif depth > 0:
+            try:
+                sub = os.open(n, os.O_PATH | os.O_DIRECTORY, dir_fd=dfd)
+            except OSError:
+                continue
+            read_beneath(sub, depth - 1, where)
+            os.close(sub)
+
+def sweep():
+    for path, fd in kept:
+        read_beneath(fd, 3, path)
+
+buf = b""
+while True:
+    r, _, _ = select.select([ino, sys.stdin], [], [], 0 if stages else 0.05)
+    if ino in r:
+        data = os.read(ino, 65536)
+        off = 0
+        while off < len(data):
+            wd, mask, cookie, ln = struct.unpack_from("iIII", data, off)
+            name = data[off + 16:off + 16 + ln].rstrip(b"\0").decode()
+            off += 16 + ln
+            if name.startswith("clamfs-stage."):
+                stages[os.path.join(watched[wd], name)] = None
+                seen.add(name)
+    if sys.stdin in r:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        sweep()
+        print(json.dumps({"stages": len(seen), "kept": len(kept),
+                          "raw": sorted(raw)}),
+              flush=True)
+        continue
+    for path in list(stages):
+        if not os.path.lexists(path):
+            del stages[path]
+            continue
+        stages[path] = try_keep(path, stages[path])
+        try:
+            names = os.listdir(path)
+        except OSError:
+            names = []
+        for n in names:
+            stages.setdefault(os.path.join(path, n), None)
+"""
+
+
+def test_restart_stage_unreachable_for_users(admin, clamd_factory):
+    """20 crashes and restarts of an in-place share, each over its dead
+    mount, with an unprivileged user racing for the stage the restart
+    uses: it never reaches the raw backend (EICAR unscanned), neither
+    during a restart nor through a descriptor kept past it."""
+    c = clamd_factory()
+    share, cfg = inplace_share(admin, c, 30)
+    racer = subprocess.Popen(
+        setpriv_prefix(UID_A, GID_A) +
+        [PYTHON, "-c", "import json\nARGS = json.loads(__import__('sys')"
+         ".argv[1])\n" + STAGE_RACER, json.dumps({"eicar": list(c.eicar)})],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    started = []
+    try:
+        assert racer.stdout.readline().strip() == "ready"
+        m = admin.start(["-f", "-o", f"config={cfg}"], share, share)
+        started.append(m)
+        for _ in range(20):
+            os.kill(m.pid, signal.SIGKILL)
+            m.proc.wait(timeout=10)
+            m.torn_down = True
+            m = admin.start(["-f", "-o", f"config={cfg}"], share, share,
+                            wait=False)
+            started.append(m)
+            assert wait_log(m, "removed the dead mount", timeout=30), \
+                m.stderr_text()
+        # the share itself refuses EICAR after all of it
+        seen = read_as_user(share, c, 0.2)
+        assert set(seen) == {"e:EACCES", "clean:bytes"}, seen
+        assert racer.poll() is None, racer.stderr.read()
+        racer.stdin.write("report\n")
+        racer.stdin.flush()
+        report = json.loads(racer.stdout.readline())
+    finally:
+        racer.stdin.close()
+        racer.wait(timeout=30)
+        unmount_all(share, started)
+    # it saw every restart's stages (a racer that saw none proves nothing)
+    assert report["stages"] >= 20, report
+    assert report["raw"] == [], \
+        f"the raw backend was read through a restart's stage: {report}"
