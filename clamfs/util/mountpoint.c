@@ -213,10 +213,14 @@ int mountpoint_find_dead(const char *mountinfo, const char *given,
 	return 1;
 }
 
+/* The entry of the 0700 stage directory that mounts go on. */
+#define STAGE_ENTRY "/m"
+
 int mountpoint_stage(char *dir, size_t len)
 {
 	static const char *const parents[] = {"/run", "/tmp"};
 	int ret = -ENOENT;
+	size_t n;
 
 	for (size_t i = 0; i < sizeof(parents) / sizeof(parents[0]); i++) {
 		if (snprintf(dir, len, "%s/clamfs-stage.XXXXXX", parents[i]) >=
@@ -229,14 +233,23 @@ int mountpoint_stage(char *dir, size_t len)
 	}
 	if (!dir[0])
 		return ret;
+	n = strlen(dir);
+	if (n + strlen(STAGE_ENTRY) >= len) {
+		rmdir(dir);
+		return -ENAMETOOLONG;
+	}
 	/*
 	 * A mount cannot be moved away from under a shared mount (systemd
 	 * makes / and /run shared): the stage is a private mount of its own.
+	 * Nothing is ever mounted on the 0700 directory itself, only on its
+	 * entry, so every walk to what is mounted passes its permissions.
 	 */
 	if (mount(dir, dir, NULL, MS_BIND, NULL) == -1)
 		goto fail;
-	if (mount(NULL, dir, NULL, MS_PRIVATE, NULL) == -1) {
+	if (mount(NULL, dir, NULL, MS_PRIVATE, NULL) == -1 ||
+	    mkdir(strcat(dir, STAGE_ENTRY), 0700) == -1) {
 		ret = -errno;
+		dir[n] = '\0';
 		umount2(dir, MNT_DETACH);
 		rmdir(dir);
 		return ret;
@@ -250,10 +263,22 @@ fail:
 
 void mountpoint_unstage(const char *dir)
 {
-	/* a copy attached there, then the stage's own bind */
+	char outer[PATH_MAX];
+	size_t n = strlen(dir), m = strlen(STAGE_ENTRY);
+
+	/* whatever is still attached on the entry, then the entry */
 	while (umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
 		;
 	rmdir(dir);
+	if (n <= m || n - m >= sizeof(outer) ||
+	    strcmp(dir + n - m, STAGE_ENTRY) != 0)
+		return;
+	memcpy(outer, dir, n - m);
+	outer[n - m] = '\0';
+	/* the stage's own bind */
+	while (umount2(outer, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+		;
+	rmdir(outer);
 }
 
 /* Dead FUSE mounts stacked on one directory by older kernels, at most. */

@@ -75,13 +75,19 @@ int mountpoint_find_dead(const char *mountinfo, const char *given,
 			 const char *fstype, char *dir, size_t len);
 
 /*
- * Makes a private directory of root's (under /run, else /tmp) that is a
- * private mount of its own, to mount on and move the mount from: 0 and its
- * name in dir, or negative errno.
+ * Makes a directory to mount on and move the mount from: 0 and its name
+ * in dir, or negative errno. It is the one entry of a 0700 directory of
+ * root's (under /run, else /tmp) that is a private mount of its own, and
+ * so reachable by root alone whatever is mounted on it: a mount attached
+ * on the 0700 directory itself would be walked into with its own root's
+ * permissions.
  */
 int mountpoint_stage(char *dir, size_t len);
 
-/* Undoes mountpoint_stage, detaching whatever is still mounted there. */
+/*
+ * Undoes mountpoint_stage, detaching whatever is still mounted on dir;
+ * dir is the name mountpoint_stage gave.
+ */
 void mountpoint_unstage(const char *dir);
 
 /*
