@@ -341,6 +341,40 @@ static void test_replace_puts_the_new_mount_in_place(void **state)
 	rmdir(base);
 }
 
+/*
+ * What is mounted on a stage is reached only through a 0700 directory of
+ * root's that no mount covers (walking into a mount checks its root's
+ * permissions instead), and unstaging leaves neither behind.
+ */
+static void test_stage_is_behind_a_private_directory(void **state)
+{
+	char stage[64], outer[64], name[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(mountpoint_stage(stage, sizeof(stage)), 0);
+	snprintf(outer, sizeof(outer), "%s", stage);
+	*strrchr(outer, '/') = '\0';
+	assert_non_null(strstr(outer, "/clamfs-stage."));
+	mount_marked(stage, "new");
+	snprintf(name, sizeof(name), "%s/new", stage);
+	assert_int_equal(access(name, F_OK), 0);
+	/* the directory walked through is the 0700 one, whatever is above */
+	fd = open(outer, O_PATH | O_DIRECTORY);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(st.st_uid, 0);
+	close(fd);
+	assert_int_equal(mounts_at(outer), 1); /* its own private bind only */
+	mountpoint_unstage(stage);
+	assert_int_equal(access(stage, F_OK), -1);
+	assert_int_equal(access(outer, F_OK), -1);
+	assert_int_equal(staged_mounts(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -353,6 +387,7 @@ int main(void)
 		cmocka_unit_test(test_open_beneath_sees_the_covered_directory),
 		cmocka_unit_test(test_open_beneath_sees_a_covered_filesystem),
 		cmocka_unit_test(test_replace_puts_the_new_mount_in_place),
+		cmocka_unit_test(test_stage_is_behind_a_private_directory),
 	};
 
 	return cmocka_run_group_tests(tests, write_mountinfo, remove_mountinfo);
