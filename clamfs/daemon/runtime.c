@@ -26,6 +26,7 @@
 #include "reload.h"
 #include "scanner_clamd.h"
 #include "service.h"
+#include "waitpool.h"
 
 struct runtime {
 	struct clamfs_fs *fs;
@@ -340,6 +341,9 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	rt->fs->dbwatch = rt->dbwatch;
 	if (!rt->dbwatch)
 		say_if_clamd_silent(rt);
+	rt->fs->waits = waitpool_new(0, 0, 0);
+	if (!rt->fs->waits)
+		return -ENOMEM;
 	ret = service_start(rt->fs, rt->reload, rt->mountpoint, &rt->service);
 	if (ret)
 		return ret;
@@ -360,6 +364,9 @@ void runtime_free(struct runtime *rt)
 	service_stop(rt->service);
 	dbwatch_stop(rt->dbwatch);
 	rt->fs->dbwatch = NULL;
+	/* opens still waiting on a lease: they submit scans */
+	waitpool_free(rt->fs->waits);
+	rt->fs->waits = NULL;
 	/* it asks the queue for scans */
 	ahead_stop(rt->fs->ahead);
 	rt->fs->ahead = NULL;

@@ -16,6 +16,7 @@
 
 #include "creds.h"
 #include "gate.h"
+#include "offload.h"
 #include "ops.h"
 #include "procfd.h"
 #include "request.h"
@@ -322,8 +323,42 @@ static int kill_suid_for_writer(fuse_req_t req, struct inode *inode,
 	return chmod(path, attr->st_mode & 07777) == 0 ? 1 : 0;
 }
 
+static void setattr_run(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int to_set, struct fuse_file_info *fi);
+
+struct setattr_later {
+	fuse_ino_t ino;
+	struct stat attr;
+	int to_set;
+};
+
+static void setattr_waiting(fuse_req_t req, void *data)
+{
+	struct setattr_later *s = data;
+
+	setattr_run(req, s->ino, &s->attr, s->to_set, NULL);
+}
+
+/*
+ * A truncate by name (not through an open file) breaks any lease on the
+ * file and waits up to the kernel's lease-break time for it, and any user
+ * may hold one on a file it owns: such a setattr runs on the wait pool
+ * (offload.h), whole, so that its changes keep their order.
+ */
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		struct fuse_file_info *fi)
+{
+	if ((to_set & FUSE_SET_ATTR_SIZE) && !fi) {
+		struct setattr_later later = {ino, *attr, to_set};
+
+		offload_request(req, setattr_waiting, &later, sizeof(later));
+		return;
+	}
+	setattr_run(req, ino, attr, to_set, fi);
+}
+
+static void setattr_run(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int to_set, struct fuse_file_info *fi)
 {
 	struct inode *inode = req_inode(req, ino);
 	struct req_identity id;

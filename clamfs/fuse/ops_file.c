@@ -7,11 +7,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gate.h"
 #include "gate_reply.h"
+#include "offload.h"
 #include "ops.h"
 #include "passthrough.h"
 #include "procfd.h"
@@ -32,16 +36,22 @@
 	(O_NOFOLLOW | O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT | OPEN_FLAG_EXEC)
 
 /*
- * On a regular file O_NONBLOCK only matters against a lease, and the
- * gate takes one on the backend file for an instant (writers.h): another
- * user's O_NONBLOCK open through the mount must wait that instant out,
- * not fail with EWOULDBLOCK.
+ * On a regular file O_NONBLOCK only matters against a lease. Any user may
+ * hold one on a file it owns, and an open that breaks it waits up to the
+ * kernel's lease-break time: the open is tried without waiting, and one
+ * that would wait is done again on the wait pool (offload.h), never on a
+ * worker that every user's requests share. The gate itself takes a lease
+ * for an instant (writers.h): a caller's own O_NONBLOCK open waits that
+ * instant out (NONBLOCK_TRIES) rather than fail with EWOULDBLOCK.
  */
 static int open_flags_drop(struct inode *inode)
 {
 	return OPEN_FLAGS_DROP |
 	       (inode_type(inode) == S_IFREG ? O_NONBLOCK : 0);
 }
+
+#define NONBLOCK_TRIES	  3
+#define NONBLOCK_PAUSE_NS 1000000
 
 /*
  * With the write-back cache the kernel reads pages in to complete partial
@@ -83,39 +93,59 @@ static int narrow_flags(int err, int wide, int flags)
  * Opens path with the flags asked for, widened for the write-back cache
  * where the caller may; -errno on failure.
  */
+/*
+ * open(2) of a regular file without waiting on a lease, unless may_wait:
+ * -EWOULDBLOCK where it would wait. The fd does not keep O_NONBLOCK.
+ */
+static int open_regular(const char *path, int flags, bool may_wait)
+{
+	int fd, ret;
+
+	if (may_wait)
+		return open(path, flags);
+	fd = open(path, flags | O_NONBLOCK);
+	if (fd == -1 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0)
+		return fd;
+	ret = errno;
+	close(fd);
+	errno = ret;
+	return -1;
+}
+
 static int open_backend_file(struct clamfs_fs *fs, struct inode *inode,
 			     const char *path, int flags,
-			     struct fuse_file_info *fi)
+			     struct fuse_file_info *fi, bool may_wait)
 {
-	int wide = writeback_flags(fs, inode_type(inode) == S_IFREG, flags);
-	int fd = open(path, wide), narrow;
+	bool regular = inode_type(inode) == S_IFREG;
+	int wide = writeback_flags(fs, regular, flags), narrow, fd;
 
+	may_wait = may_wait || !regular;
+	fd = open_regular(path, wide, may_wait);
 	if (fd == -1 && (narrow = narrow_flags(errno, wide, flags)) != -1) {
 		/* direct I/O: the kernel keeps no pages for this handle */
-		fd = open(path, narrow);
+		fd = open_regular(path, narrow, may_wait);
 		if (fd != -1)
 			fi->direct_io = 1;
 	}
 	return fd == -1 ? -errno : fd;
 }
 
-void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* The backend file the request opens, as its caller; fd or -errno. */
+static int open_as_caller(fuse_req_t req, struct inode *inode,
+			  struct fuse_file_info *fi, bool may_wait)
 {
-	struct inode *inode = req_inode(req, ino);
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
 	int fd, ret;
 
-	ret = inode ? req_identity_enter(req, &id) : -ESTALE;
-	if (ret) {
-		fuse_reply_err(req, -ret);
-		return;
-	}
+	ret = req_identity_enter(req, &id);
+	if (ret)
+		return ret;
 	proc_fd_path(path, inode_fd(inode));
-	fd = open_backend_file(
-		req_fs(req), inode, path,
-		(fi->flags & ~open_flags_drop(inode)) | O_CLOEXEC, fi);
-	ret = fd < 0 ? fd : 0;
+	fd = open_backend_file(req_fs(req), inode, path,
+			       (fi->flags & ~open_flags_drop(inode)) |
+				       O_CLOEXEC,
+			       fi, may_wait);
 	req_identity_leave(&id);
 	/*
 	 * An execute-only program (mode 0711) is run natively without read
@@ -123,18 +153,65 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * caller's execute right is established (by the kernel already
 	 * under default_permissions).
 	 */
-	if (ret == -EACCES && (fi->flags & OPEN_FLAG_EXEC) &&
+	if (fd == -EACCES && (fi->flags & OPEN_FLAG_EXEC) &&
 	    (fi->flags & O_ACCMODE) == O_RDONLY &&
 	    (req_fs(req)->default_permissions ||
 	     req_check_access(req, inode, X_OK) == 0)) {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		ret = fd == -1 ? -errno : 0;
+		fd = open_regular(path, O_RDONLY | O_CLOEXEC, may_wait);
+		if (fd == -1)
+			fd = -errno;
 	}
-	if (ret) {
-		fuse_reply_err(req, -ret);
+	return fd;
+}
+
+struct open_later {
+	fuse_ino_t ino;
+	struct fuse_file_info fi;
+};
+
+static void open_run(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     bool may_wait);
+
+static void open_waiting(fuse_req_t req, void *data)
+{
+	struct open_later *o = data;
+
+	open_run(req, o->ino, &o->fi, true);
+}
+
+static void open_run(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     bool may_wait)
+{
+	struct timespec pause = {0, NONBLOCK_PAUSE_NS};
+	struct inode *inode = req_inode(req, ino);
+	int fd, tries = 1;
+
+	if (!inode) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	fd = open_as_caller(req, inode, fi, may_wait);
+	while (fd == -EWOULDBLOCK && (fi->flags & O_NONBLOCK) &&
+	       tries++ < NONBLOCK_TRIES) {
+		nanosleep(&pause, NULL);
+		fd = open_as_caller(req, inode, fi, false);
+	}
+	if (fd == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK)) {
+		struct open_later later = {ino, *fi};
+
+		offload_request(req, open_waiting, &later, sizeof(later));
+		return;
+	}
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
 		return;
 	}
 	gate_reply_open(req, inode, fd, fi, NULL);
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	open_run(req, ino, fi, false);
 }
 
 static bool is_special(mode_t mode)
@@ -152,7 +229,8 @@ static bool is_special(mode_t mode)
  * the caller as natively. The open is non-blocking for the case that the
  * name is swapped between the check and the open.
  */
-static int create_open(int dirfd, const char *name, int flags, mode_t mode)
+static int create_open(int dirfd, const char *name, int flags, mode_t mode,
+		       bool may_wait)
 {
 	int oflags = (flags & ~(O_NOCTTY | O_DIRECT)) | O_CREAT | O_NOFOLLOW |
 		     O_CLOEXEC;
@@ -173,10 +251,11 @@ static int create_open(int dirfd, const char *name, int flags, mode_t mode)
 			return -ESTALE;
 		/*
 		 * EWOULDBLOCK on a regular file is a lease being broken,
-		 * which a blocking open waits for: do so on the very file,
-		 * checked through an O_PATH handle first.
+		 * which a blocking open waits for: on the wait pool only
+		 * (may_wait), on the very file, checked through an O_PATH
+		 * handle first.
 		 */
-		if (ret != -EWOULDBLOCK || (flags & O_NONBLOCK))
+		if (ret != -EWOULDBLOCK || (flags & O_NONBLOCK) || !may_wait)
 			return ret;
 		pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (pfd == -1)
@@ -210,8 +289,25 @@ static int create_open(int dirfd, const char *name, int flags, mode_t mode)
 	return fd;
 }
 
-void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-	       struct fuse_file_info *fi)
+struct create_later {
+	fuse_ino_t parent;
+	mode_t mode;
+	struct fuse_file_info fi;
+	char name[NAME_MAX + 1];
+};
+
+static void create_run(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi, bool may_wait);
+
+static void create_waiting(fuse_req_t req, void *data)
+{
+	struct create_later *c = data;
+
+	create_run(req, c->parent, c->name, c->mode, &c->fi, true);
+}
+
+static void create_run(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi, bool may_wait)
 {
 	struct clamfs_fs *fs = req_fs(req);
 	struct inode *dir = req_inode(req, parent);
@@ -225,15 +321,25 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		return;
 	}
 	wide = writeback_flags(fs, true, fi->flags);
-	fd = create_open(inode_fd(dir), name, wide, mode);
+	fd = create_open(inode_fd(dir), name, wide, mode, may_wait);
 	/* an existing file the caller may write but not read, or append-only */
 	if (fd < 0 && (narrow = narrow_flags(-fd, wide, fi->flags)) != -1) {
-		fd = create_open(inode_fd(dir), name, narrow, mode);
+		fd = create_open(inode_fd(dir), name, narrow, mode, may_wait);
 		if (fd >= 0)
 			fi->direct_io = 1;
 	}
 	ret = fd < 0 ? fd : fs_entry_from_fd(fs, fd, &e);
 	req_identity_leave(&id);
+	/* an existing file's lease: waited for on the pool */
+	if (ret == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK) && !may_wait &&
+	    strlen(name) <= NAME_MAX) {
+		struct create_later later = {
+			.parent = parent, .mode = mode, .fi = *fi};
+
+		strcpy(later.name, name);
+		offload_request(req, create_waiting, &later, sizeof(later));
+		return;
+	}
 	if (ret) {
 		if (fd >= 0)
 			close(fd);
@@ -243,6 +349,12 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	itab_note_name(fs->itab, req_inode(req, e.ino), dir, name);
 	/* an existing non-empty file opened for reading is scanned too */
 	gate_reply_open(req, req_inode(req, e.ino), fd, fi, &e);
+}
+
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi)
+{
+	create_run(req, parent, name, mode, fi, false);
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
