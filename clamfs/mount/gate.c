@@ -25,6 +25,7 @@
 #include "writers.h"
 #include "procfd.h"
 #include "fdpath.h"
+#include "fileid.h"
 
 /*
  * A file's stat and the wall-clock time read just before it: whether the
@@ -32,6 +33,7 @@
  */
 struct stamp {
 	struct stat st;
+	uint64_t ident;	   /* file_ident() */
 	int64_t taken_ns;  /* CLOCK_REALTIME */
 	int64_t window_ns; /* the racy window for this file (tsgrain.h) */
 	/*
@@ -42,7 +44,26 @@ struct stamp {
 	bool quiet;
 };
 
-static int stamp_fd(const struct policy *pol, int fd, struct stamp *s)
+/*
+ * What names the file at dirfd/name beyond its device and inode numbers
+ * (fileid.h), which the verdict cache and store compare with the stamp.
+ * Without a handle, a file on the backend root's own filesystem (held
+ * open: its device number cannot go to another) is known by those numbers
+ * as before; one on another device under it matches nothing, since its
+ * device number may have been another filesystem's or subvolume's.
+ */
+static uint64_t file_ident(struct clamfs_fs *fs, int dirfd, const char *name,
+			   int flags, dev_t dev)
+{
+	uint64_t id = fileid_at(dirfd, name, flags, NULL);
+
+	if (id || dev == inode_dev(itab_root(fs->itab)))
+		return id;
+	return fileid_unmatched();
+}
+
+static int stamp_fd(struct clamfs_fs *fs, const struct policy *pol, int fd,
+		    struct stamp *s)
 {
 	struct timespec now;
 
@@ -51,17 +72,25 @@ static int stamp_fd(const struct policy *pol, int fd, struct stamp *s)
 	s->taken_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 	if (fstat(fd, &s->st) == -1)
 		return -errno;
+	s->ident = file_ident(fs, fd, "", AT_EMPTY_PATH, s->st.st_dev);
 	s->window_ns = (int64_t)pol->racy_window * 1000000000;
 	if (pol->racy_learn)
 		s->window_ns = tsgrain_window_ns(fd, &s->st, s->window_ns);
 	return 0;
 }
 
+/* The verdict cache's and store's key and stamp for a stamp. */
+static void stamp_key(const struct stamp *s, struct vcache_file *f)
+{
+	vcache_file_from_stat(f, &s->st);
+	f->ident = s->ident;
+}
+
 static bool stamp_settled(const struct stamp *s)
 {
 	struct vcache_file f;
 
-	vcache_file_from_stat(&f, &s->st);
+	stamp_key(s, &f);
 	return vcache_stamp_settled(&f, s->taken_ns, s->window_ns);
 }
 
@@ -548,7 +577,7 @@ static bool maybe_cache(struct pending *p, const struct scan_outcome *o)
 	 * the mount; a stamp too young to tell a same-tick rewrite from the
 	 * content scanned.
 	 */
-	vcache_file_from_stat(&f, &p->stamp.st);
+	stamp_key(&p->stamp, &f);
 	if (o->res.verdict == CDP_ERROR || !stamp_was_quiet(p, o) ||
 	    inode_write_seq(p->inode) != o->tag ||
 	    !vcache_stamp_settled(&f, verdict_stamp_ns(p, o),
@@ -721,6 +750,8 @@ static enum quiet_state quiet_now(struct clamfs_fs *fs, int fd,
 	if (fstat(fd, &st) == -1 || st.st_nlink == 0)
 		return QUIET_NOT;
 	vcache_file_from_stat(&now, &st);
+	/* fd names the same inode as when f was taken, whoever it is */
+	now.ident = f->ident;
 	if (!vcache_file_same(&now, f))
 		return QUIET_NOT;
 	inode = itab_find_ref(fs->itab, f->dev, f->ino);
@@ -879,7 +910,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 		r.prepare_ctx = fs;
 		r.prepare_key = inode_hand_out(p->inode);
 	}
-	vcache_file_from_stat(&f, &p->stamp.st);
+	stamp_key(&p->stamp, &f);
 	/* it holds its directory's lock until answered */
 	p->w.answer_first = p->open && p->open->is_create;
 	/*
@@ -1007,7 +1038,7 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 		allow(o, inode, fd, NULL);
 		return;
 	}
-	ret = stamp_fd(pol, fd, &st);
+	ret = stamp_fd(fs, pol, fd, &st);
 	if (ret) {
 		refuse(o, inode, fd, -ret);
 		return;
@@ -1053,7 +1084,7 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 	p->gid = o->gid;
 	/* anyone who may write makes any cached verdict untrustworthy */
 	if (st.quiet) {
-		vcache_file_from_stat(&f, &st.st);
+		stamp_key(&st, &f);
 		switch (vcache_lookup(gen_vcache(pin), &f, sig, sizeof(sig))) {
 		case VCACHE_CLEAN:
 			how = "allowed-cached-clean";
@@ -1208,7 +1239,7 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	    (!fs_scan_ahead(fs) || !scanq_background_possible(fs->scanq)))
 		goto out;
 	pin = fs_pin(fs);
-	if (stamp_fd(gen_policy(pin), fd, &st) != 0 ||
+	if (stamp_fd(fs, gen_policy(pin), fd, &st) != 0 ||
 	    !close_scan_wanted(fs, gen_policy(pin), fd, &st.st, ahead))
 		goto out;
 	/* the writer's fd may be write-only: clamd needs to read */
@@ -1225,7 +1256,7 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	if (ahead) {
 		if (ahead_keepable(&st))
 			p = pending_new(fs, pin, inode, rfd, &st);
-	} else if (stamp_fd(gen_policy(pin), rfd, &st) == 0) {
+	} else if (stamp_fd(fs, gen_policy(pin), rfd, &st) == 0) {
 		st.quiet = stamp_quiet(inode, rfd, &st.st);
 		p = pending_new(fs, pin, inode, rfd, &st);
 	}
@@ -1267,11 +1298,11 @@ static bool ahead_entry_wanted(struct clamfs_fs *fs, struct generation *pin,
 {
 	struct vcache_file f;
 
-	if (stamp_fd(gen_policy(pin), rfd, st) != 0 ||
+	if (stamp_fd(fs, gen_policy(pin), rfd, st) != 0 ||
 	    st->st.st_dev != pst->st_dev || st->st.st_ino != pst->st_ino ||
 	    !ahead_keepable(st))
 		return false;
-	vcache_file_from_stat(&f, &st->st);
+	stamp_key(st, &f);
 	return !vcache_knows(gen_vcache(pin), &f) &&
 	       !store_hit(fs, rfd, &f, st) &&
 	       close_scan_wanted(fs, gen_policy(pin), rfd, &st->st, true);
@@ -1303,6 +1334,7 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 		goto out;
 	}
 	vcache_file_from_stat(&f, &pst);
+	f.ident = file_ident(fs, dir_fd, name, 0, pst.st_dev);
 	if (vcache_knows(gen_vcache(pin), &f)) {
 		ret = -EALREADY;
 		goto out;

@@ -20,6 +20,7 @@
 struct ventry {
 	uint64_t dev;
 	uint64_t ino;
+	uint64_t ident;
 	int64_t size;
 	int64_t mtime_ns;
 	int64_t ctime_ns;
@@ -178,6 +179,7 @@ void vcache_file_from_stat(struct vcache_file *f, const struct stat *st)
 {
 	f->dev = st->st_dev;
 	f->ino = st->st_ino;
+	f->ident = 0;
 	f->size = st->st_size;
 	/*
 	 * Unsigned arithmetic wraps where a far-future time would overflow;
@@ -259,8 +261,9 @@ static void shard_remove(struct vshard *s, uint32_t *link)
 
 bool vcache_file_same(const struct vcache_file *a, const struct vcache_file *b)
 {
-	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+	return a->dev == b->dev && a->ino == b->ino && a->ident == b->ident &&
+	       a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns;
 }
 
 bool vcache_stamp_settled(const struct vcache_file *f, int64_t taken_ns,
@@ -274,8 +277,8 @@ bool vcache_stamp_settled(const struct vcache_file *f, int64_t taken_ns,
 
 static bool stamp_equal(const struct ventry *e, const struct vcache_file *f)
 {
-	return e->size == f->size && e->mtime_ns == f->mtime_ns &&
-	       e->ctime_ns == f->ctime_ns;
+	return e->ident == f->ident && e->size == f->size &&
+	       e->mtime_ns == f->mtime_ns && e->ctime_ns == f->ctime_ns;
 }
 
 /* Under the shard lock: whether e still holds a verdict for f. */
@@ -395,6 +398,7 @@ void vcache_insert(struct vcache *vc, const struct vcache_file *f,
 	s->free_head = e->lru_next;
 	e->dev = f->dev;
 	e->ino = f->ino;
+	e->ident = f->ident;
 	e->size = f->size;
 	e->mtime_ns = f->mtime_ns;
 	e->ctime_ns = f->ctime_ns;

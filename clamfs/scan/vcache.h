@@ -6,8 +6,8 @@
  * sharded so that opens on many threads rarely meet on one lock. The clock
  * is injected so expiry can be tested without sleeping. No FUSE here.
  *
- * Memory, allocated up front: 72 bytes per entry of capacity plus 4 to 8
- * for its hash bucket (at most 80; 1,000,000 entries take 76-80 MB), and
+ * Memory, allocated up front: 80 bytes per entry of capacity plus 4 to 8
+ * for its hash bucket (at most 88; 1,000,000 entries take 84-88 MB), and
  * the signature name of each cached infected verdict.
  */
 #ifndef CLAMFS_VCACHE_H
@@ -31,6 +31,13 @@ enum vcache_verdict {
 struct vcache_file {
 	dev_t dev;
 	ino_t ino;
+	/*
+	 * The file beyond dev and ino, which a filesystem may hand to
+	 * another file (fileid.h): part of the stamp, so a snapshot that
+	 * took over a removed subvolume's device number matches nothing.
+	 * 0 where the filesystem gives no handle.
+	 */
+	uint64_t ident;
 	off_t size;
 	int64_t mtime_ns;
 	int64_t ctime_ns;
@@ -54,7 +61,7 @@ struct vcache *vcache_new(size_t capacity, unsigned int ttl_sec,
 			  vcache_clock_fn clock, void *clock_arg);
 void vcache_free(struct vcache *vc);
 
-/* Fills f from a stat of the file. */
+/* Fills f from a stat of the file (ident 0: the caller's to set). */
 void vcache_file_from_stat(struct vcache_file *f, const struct stat *st);
 
 /* Whether a and b are the same file with the same stamp. */

@@ -20,7 +20,7 @@
 
 #define STORE_FILE "verdicts.mdb"
 #define STORE_LOCK "verdicts.mdb-lock"
-#define FORMAT	   "clamfs-verdicts 1"
+#define FORMAT	   "clamfs-verdicts 2"
 #define META_KEY   "clamfs:meta"
 /* queued writes beyond this are dropped (a forget empties the store) */
 #define QUEUE_MAX	4096
@@ -44,6 +44,7 @@ struct stored_key {
 };
 
 struct stored_val {
+	uint64_t ident; /* vcache_file's: since format 2 */
 	int64_t size;
 	int64_t mtime_ns;
 	int64_t ctime_ns;
@@ -333,6 +334,7 @@ static int apply(struct vstore *vs, MDB_txn *txn, const struct op *op)
 	case OP_PUT:
 		key_of(&key, op->f.dev, op->f.ino);
 		memset(&val, 0, sizeof(val));
+		val.ident = op->f.ident;
 		val.size = op->f.size;
 		val.mtime_ns = op->f.mtime_ns;
 		val.ctime_ns = op->f.ctime_ns;
@@ -592,9 +594,9 @@ bool vstore_lookup_clean(struct vstore *vs, const struct vcache_file *f,
 	pthread_mutex_unlock(&vs->lock);
 	if (!read_kept(vs, f->dev, f->ino, &val))
 		return false;
-	hit = val.size == f->size && val.mtime_ns == f->mtime_ns &&
-	      val.ctime_ns == f->ctime_ns && strcmp(val.db, db_id) == 0 &&
-	      val.scanned_ns <= now_ns &&
+	hit = val.ident == f->ident && val.size == f->size &&
+	      val.mtime_ns == f->mtime_ns && val.ctime_ns == f->ctime_ns &&
+	      strcmp(val.db, db_id) == 0 && val.scanned_ns <= now_ns &&
 	      now_ns - val.scanned_ns < (int64_t)ttl_sec * 1000000000;
 	if (hit) {
 		pthread_mutex_lock(&vs->lock);

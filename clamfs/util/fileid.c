@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * File handles as identities (fileid.h).
+ */
+#include "fileid.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#ifndef AT_HANDLE_FID
+#define AT_HANDLE_FID 0x200 /* Linux 6.5, include/uapi/linux/fcntl.h */
+#endif
+
+/* FNV-1a, 64 bits: stable across runs, for the verdict store too. */
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+uint64_t fileid_at(int dirfd, const char *name, int flags, int *err)
+{
+	union {
+		struct file_handle fh;
+		unsigned char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+	} h;
+	int mount_id;
+	uint64_t id;
+
+	/*
+	 * AT_HANDLE_FID (Linux 6.5): a handle to tell files apart, which
+	 * filesystems that cannot open files by handle (overlayfs without
+	 * its index, some FUSE ones) give too; EINVAL before 6.5.
+	 */
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(dirfd, name, &h.fh, &mount_id,
+			      flags | AT_HANDLE_FID) == -1 &&
+	    (errno != EINVAL ||
+	     (h.fh.handle_bytes = MAX_HANDLE_SZ,
+	      name_to_handle_at(dirfd, name, &h.fh, &mount_id, flags) == -1))) {
+		if (err)
+			*err = -errno;
+		return 0;
+	}
+	id = fnv1a(0xcbf29ce484222325ULL,
+		   (const unsigned char *)&h.fh.handle_type,
+		   sizeof(h.fh.handle_type));
+	id = fnv1a(id, h.fh.f_handle, h.fh.handle_bytes);
+	return id ? id : 1;
+}
+
+uint64_t fileid_unmatched(void)
+{
+	/*
+	 * Each value once; a digest equals one by chance only (2^-64), and
+	 * would also need the same device, inode, size and times to matter.
+	 */
+	static atomic_uint_fast64_t next;
+
+	return 0x8000000000000000ULL | (uint64_t)atomic_fetch_add(&next, 1);
+}
