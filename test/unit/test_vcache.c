@@ -26,6 +26,7 @@ static struct vcache_file file(uint64_t ino)
 {
 	struct vcache_file f = {.dev = 0x801,
 				.ino = ino,
+				.ident = 0x5eed0000cafeULL,
 				.size = 4096,
 				.mtime_ns = 1700000000123456789LL,
 				.ctime_ns = 1700000000123456790LL};
@@ -62,6 +63,15 @@ static void test_hit_needs_identical_stamp(void **state)
 	g.dev++; /* another filesystem, same inode number */
 	assert_int_equal(vcache_lookup(vc, &g, NULL, 0), VCACHE_MISS);
 	assert_int_equal(vcache_lookup(vc, &f, NULL, 0), VCACHE_CLEAN);
+	/*
+	 * Same device, inode and stamp, another handle: a btrfs snapshot
+	 * that took over a removed subvolume's device number.
+	 */
+	g = f;
+	g.ident ^= 0x100000000ULL;
+	assert_int_equal(vcache_lookup(vc, &g, NULL, 0), VCACHE_MISS);
+	assert_false(vcache_file_same(&f, &g));
+	assert_int_equal(vcache_lookup(vc, &f, NULL, 0), VCACHE_MISS);
 	vcache_free(vc);
 }
 
