@@ -72,6 +72,7 @@ static struct vcache_file file(uint64_t ino)
 {
 	struct vcache_file f = {.dev = 0x801,
 				.ino = ino,
+				.ident = 0x5eed0000cafeULL,
 				.size = 4096,
 				.mtime_ns = 1700000000123456789LL,
 				.ctime_ns = 1700000000123456790LL};
@@ -145,6 +146,8 @@ static void test_every_part_of_the_stamp_counts(void **state)
 	g = f, g.ctime_ns++;
 	assert_false(hit(vs, &g));
 	g = f, g.dev++;
+	assert_false(hit(vs, &g));
+	g = f, g.ident++; /* another file's handle, same numbers */
 	assert_false(hit(vs, &g));
 	assert_true(hit(vs, &f));
 	vstore_close(vs);
@@ -372,6 +375,41 @@ static void test_forget_of_what_was_never_kept_writes_nothing(void **state)
 	vstore_close(vs);
 }
 
+/*
+ * One user opening thousands of kept files for writing within a commit's
+ * time forgets each of them, and only them: the queue is committed when
+ * it is full, never the whole store emptied for everyone.
+ */
+static void test_a_flood_of_forgets_forgets_only_those(void **state)
+{
+	struct fixture *fx = *state;
+	struct vcache_file other = file(1);
+	struct vstore_counters c;
+	struct vstore *vs = open_store(fx, fx->backend_fd);
+
+	vstore_put_clean(vs, &other, DB, NOW - 10 * SEC);
+	for (uint64_t ino = 100; ino < 100 + 6000; ino++) {
+		struct vcache_file f = file(ino);
+
+		vstore_put_clean(vs, &f, DB, NOW - 10 * SEC);
+		if (ino % 1000 == 0)
+			assert_int_equal(vstore_flush(vs), 0);
+	}
+	assert_int_equal(vstore_flush(vs), 0);
+	for (uint64_t ino = 100; ino < 100 + 6000; ino++) {
+		struct vcache_file f = file(ino);
+
+		vstore_forget(vs, f.dev, f.ino);
+		assert_false(hit(vs, &f));
+	}
+	assert_true(hit(vs, &other));
+	assert_int_equal(vstore_flush(vs), 0);
+	assert_true(hit(vs, &other));
+	vstore_counters(vs, &c);
+	assert_int_equal(c.entries, 1);
+	vstore_close(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -389,6 +427,7 @@ int main(void)
 		T(test_one_clamfs_per_directory),
 		T(test_a_cut_short_file_is_rebuilt),
 		T(test_forget_of_what_was_never_kept_writes_nothing),
+		T(test_a_flood_of_forgets_forgets_only_those),
 #undef T
 	};
 
