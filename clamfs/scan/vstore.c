@@ -662,12 +662,27 @@ void vstore_forget(struct vstore *vs, dev_t dev, ino_t ino)
 	/* most files opened for writing were never kept: no write then */
 	pthread_mutex_lock(&vs->lock);
 	pending = op_pending(vs, OP_PUT, dev, ino);
+	/* a writer's every open forgets the file again: once is enough */
+	if (vs->forgets && op_pending(vs, OP_FORGET, dev, ino)) {
+		pthread_mutex_unlock(&vs->lock);
+		return;
+	}
 	pthread_mutex_unlock(&vs->lock);
 	if (!pending && !read_kept(vs, dev, ino, &val))
 		return;
 	pthread_mutex_lock(&vs->lock);
+	/*
+	 * Full (a user opened thousands of kept files for writing within a
+	 * commit's time): the caller commits the queue itself and waits for
+	 * it, rather than have every user's verdicts emptied. Only when that
+	 * fails is everything forgotten: a forget must not be lost.
+	 */
 	if (vs->queued == QUEUE_MAX) {
-		/* a forget must not be lost: forget everything instead */
+		pthread_mutex_unlock(&vs->lock);
+		vstore_flush(vs);
+		pthread_mutex_lock(&vs->lock);
+	}
+	if (vs->queued == QUEUE_MAX) {
 		queue_clear_locked(vs);
 		goto out;
 	}
