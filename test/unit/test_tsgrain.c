@@ -144,6 +144,38 @@ static void test_unknown_device_stays_coarse(void **state)
 	close(fds[1]);
 }
 
+/*
+ * A device number another filesystem has taken since (a removed btrfs
+ * subvolume's, handed to a tmpfs mounted later): what was learnt of the
+ * old one must not answer for the new one.
+ */
+static void test_device_number_taken_by_another_filesystem(void **state)
+{
+	char disk_path[64], shm_path[64];
+	struct statfs sf;
+	struct stat st;
+	int disk, shm;
+
+	(void)state;
+	if (access("/dev/shm", W_OK) != 0)
+		skip();
+	tsgrain_reset();
+	disk = fresh_file("/tmp", disk_path, &st);
+	assert_int_equal(fstatfs(disk, &sf), 0);
+	if (!tsgrain_type_sees_mapped_stores(sf.f_type))
+		skip(); /* /tmp is itself a tmpfs here */
+	shm = fresh_file("/dev/shm", shm_path, &st);
+	assert_int_equal(fstatfs(shm, &sf), 0);
+	assert_int_equal(sf.f_type, TMPFS_MAGIC);
+	assert_true(tsgrain_sees_mapped_stores(disk, 777));
+	/* the same number, now a tmpfs's */
+	assert_false(tsgrain_sees_mapped_stores(shm, 777));
+	unlink(disk_path);
+	unlink(shm_path);
+	close(disk);
+	close(shm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -153,6 +185,8 @@ int main(void)
 		cmocka_unit_test(test_window_on_real_files),
 		cmocka_unit_test(test_not_a_local_filesystem),
 		cmocka_unit_test(test_unknown_device_stays_coarse),
+		cmocka_unit_test(
+			test_device_number_taken_by_another_filesystem),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
