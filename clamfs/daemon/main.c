@@ -35,6 +35,7 @@
 #include "runtime.h"
 #include "service.h"
 #include "procfd.h"
+#include "tsgrain.h"
 
 #if !defined(__SANITIZE_ADDRESS__)
 static char crash_msg[PATH_MAX + 128];
@@ -422,6 +423,8 @@ int main(int argc, char *argv[])
 	log_set_mount(mnt);
 	ret = EXIT_FAILED;
 	fd_root = fd_link_name(root_fd);
+	/* held open for the mount's life: its device number stays its own */
+	tsgrain_hold_device(root_st.st_dev);
 	fs.itab = itab_create(root_fd, &root_st);
 	if (!fs.itab || cmdline_add_mount_names(&args, backend) != 0) {
 		fprintf(stderr, "clamfs: out of memory\n");

@@ -87,12 +87,25 @@ static struct device *find(dev_t dev)
 	return NULL;
 }
 
+/* Not learnt yet. */
+#define TYPE_UNKNOWN (-2)
+
+void tsgrain_hold_device(dev_t dev)
+{
+	pthread_mutex_lock(&table.lock);
+	if (!find(dev) && table.n < TSGRAIN_DEVICES)
+		table.d[table.n++] = (struct device){dev, TYPE_UNKNOWN};
+	pthread_mutex_unlock(&table.lock);
+}
+
 /*
- * The statfs type of the file's filesystem, remembered per device; -1
- * when it cannot be told.
+ * Only held devices are remembered: any other device number may be
+ * another filesystem's by the next call (a removed btrfs subvolume's,
+ * given to a mount made since), so it is asked each time.
  */
 static long device_type(int fd, dev_t dev)
 {
+	bool held = false;
 	struct device *d;
 	struct statfs sf;
 	long type = -1;
@@ -100,16 +113,21 @@ static long device_type(int fd, dev_t dev)
 	pthread_mutex_lock(&table.lock);
 	d = find(dev);
 	if (d) {
-		type = d->f_type;
-	} else if (fstatfs(fd, &sf) == 0) {
-		type = sf.f_type;
-		if (table.n < TSGRAIN_DEVICES) {
-			d = &table.d[table.n++];
-			d->dev = dev;
-			d->f_type = type;
-		}
+		held = true;
+		type = d->f_type == TYPE_UNKNOWN ? -1 : d->f_type;
 	}
 	pthread_mutex_unlock(&table.lock);
+	if (type != -1)
+		return type;
+	if (fstatfs(fd, &sf) == 0)
+		type = sf.f_type;
+	if (held && type != -1) {
+		pthread_mutex_lock(&table.lock);
+		d = find(dev);
+		if (d)
+			d->f_type = type;
+		pthread_mutex_unlock(&table.lock);
+	}
 	return type;
 }
 

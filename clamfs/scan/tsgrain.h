@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * How fine a backend filesystem's timestamps are, learnt per device from
- * the files the gate stamps. The racy window (policy.h) exists for
- * filesystems whose timestamps keep whole seconds or tick in seconds (FAT,
- * ext4 with 128-byte inodes, many NFS and CIFS servers): there a same-size
- * rewrite within one tick keeps size, mtime and ctime. A local filesystem
- * that keeps nanoseconds takes its stamps from this kernel's clock, which
- * ticks at least every 10 ms, so a rewrite made more than one tick after a
- * stamp always moves ctime: a window of a few ticks is enough there.
- * No FUSE here.
+ * How fine a backend filesystem's timestamps are, from the files the gate
+ * stamps (learnt once for the backend root's device). The racy window
+ * (policy.h) exists for filesystems whose timestamps keep whole seconds or tick
+ * in seconds (FAT, ext4 with 128-byte inodes, many NFS and CIFS servers): there
+ * a same-size rewrite within one tick keeps size, mtime and ctime. A local
+ * filesystem that keeps nanoseconds takes its stamps from this kernel's clock,
+ * which ticks at least every 10 ms, so a rewrite made more than one tick after
+ * a stamp always moves ctime: a window of a few ticks is enough there. No FUSE
+ * here.
  */
 #ifndef CLAMFS_TSGRAIN_H
 #define CLAMFS_TSGRAIN_H
@@ -56,6 +56,14 @@ int64_t tsgrain_window_ns(int fd, const struct stat *st, int64_t coarse_ns);
  * (network, FUSE and FAT-like backends may let a writer put it back).
  */
 bool tsgrain_stamp_trusted(int fd, const struct stat *st);
+
+/*
+ * A device whose number cannot pass to another filesystem while this
+ * process runs (the backend root's, which the mount holds open): its
+ * type is learnt once. Any other device's is asked at every call.
+ */
+void tsgrain_hold_device(dev_t dev);
+
 /* Forgets every device (tests). */
 void tsgrain_reset(void);
 

@@ -170,6 +170,10 @@ static void test_device_number_taken_by_another_filesystem(void **state)
 	assert_true(tsgrain_sees_mapped_stores(disk, 777));
 	/* the same number, now a tmpfs's */
 	assert_false(tsgrain_sees_mapped_stores(shm, 777));
+	/* a device held for the mount's life keeps its number: learnt once */
+	tsgrain_hold_device(888);
+	assert_true(tsgrain_sees_mapped_stores(disk, 888));
+	assert_true(tsgrain_sees_mapped_stores(shm, 888));
 	unlink(disk_path);
 	unlink(shm_path);
 	close(disk);
