@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,7 +29,7 @@
  * A slow disk for the tests that need one (-Wl,--wrap=mdb_txn_commit):
  * while slow_commits is set every commit takes half a second more.
  */
-static volatile int slow_commits;
+static atomic_int slow_commits;
 int __real_mdb_txn_commit(MDB_txn *txn);
 int __wrap_mdb_txn_commit(MDB_txn *txn);
 
@@ -36,7 +37,7 @@ int __wrap_mdb_txn_commit(MDB_txn *txn)
 {
 	struct timespec half = {0, 500000000};
 
-	if (slow_commits)
+	if (atomic_load(&slow_commits))
 		nanosleep(&half, NULL);
 	return __real_mdb_txn_commit(txn);
 }
@@ -419,7 +420,7 @@ static void test_a_flood_of_forgets_forgets_only_those(void **state)
 			assert_int_equal(vstore_flush(vs), 0);
 	}
 	assert_int_equal(vstore_flush(vs), 0);
-	slow_commits = 1;
+	atomic_store(&slow_commits, 1);
 	for (uint64_t ino = 100; ino < 100 + 10000; ino++) {
 		struct vcache_file f = file(ino);
 
@@ -427,7 +428,7 @@ static void test_a_flood_of_forgets_forgets_only_those(void **state)
 		assert_false(hit(vs, &f));
 	}
 	assert_true(hit(vs, &other));
-	slow_commits = 0;
+	atomic_store(&slow_commits, 0);
 	assert_int_equal(vstore_flush(vs), 0);
 	assert_true(hit(vs, &other));
 	vstore_counters(vs, &c);
