@@ -47,19 +47,22 @@ struct stamp {
 /*
  * What names the file at dirfd/name beyond its device and inode numbers
  * (fileid.h), which the verdict cache and store compare with the stamp.
- * Without a handle, a file on the backend root's own filesystem (held
- * open: its device number cannot go to another) is known by those numbers
- * as before; one on another device under it matches nothing, since its
- * device number may have been another filesystem's or subvolume's.
+ * On the backend root's own device nothing more is needed (0): the mount
+ * holds the root open, so that number stays its filesystem's, and an
+ * inode number used again there comes with a ctime younger than any
+ * settled stamp of the file it had before. Any other device's number may
+ * have been another filesystem's or subvolume's: its files are known by
+ * their handles, and a file without one matches nothing.
  */
 static uint64_t file_ident(struct clamfs_fs *fs, int dirfd, const char *name,
 			   int flags, dev_t dev)
 {
-	uint64_t id = fileid_at(dirfd, name, flags, NULL);
+	uint64_t id;
 
-	if (id || dev == inode_dev(itab_root(fs->itab)))
-		return id;
-	return fileid_unmatched();
+	if (dev == inode_dev(itab_root(fs->itab)))
+		return 0;
+	id = fileid_at(dirfd, name, flags, NULL);
+	return id ? id : fileid_unmatched();
 }
 
 static int stamp_fd(struct clamfs_fs *fs, const struct policy *pol, int fd,
