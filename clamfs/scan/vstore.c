@@ -662,8 +662,11 @@ void vstore_forget(struct vstore *vs, dev_t dev, ino_t ino)
 	/* most files opened for writing were never kept: no write then */
 	pthread_mutex_lock(&vs->lock);
 	pending = op_pending(vs, OP_PUT, dev, ino);
-	/* a writer's every open forgets the file again: once is enough */
-	if (vs->forgets && op_pending(vs, OP_FORGET, dev, ino)) {
+	/*
+	 * A writer's every open forgets the file again: once is enough,
+	 * unless a put queued after that forget would land last.
+	 */
+	if (!pending && vs->forgets && op_pending(vs, OP_FORGET, dev, ino)) {
 		pthread_mutex_unlock(&vs->lock);
 		return;
 	}

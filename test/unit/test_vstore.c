@@ -390,6 +390,14 @@ static void test_forget_of_what_was_never_kept_writes_nothing(void **state)
 	assert_false(hit(vs, &f));
 	assert_int_equal(vstore_flush(vs), 0);
 	assert_false(hit(vs, &f));
+	/* forget, put, forget: the last one is not taken for the first */
+	vstore_put_clean(vs, &f, DB, NOW - 5 * SEC);
+	assert_int_equal(vstore_flush(vs), 0);
+	vstore_forget(vs, f.dev, f.ino);
+	vstore_put_clean(vs, &f, DB, NOW - 4 * SEC);
+	vstore_forget(vs, f.dev, f.ino);
+	assert_int_equal(vstore_flush(vs), 0);
+	assert_false(hit(vs, &f));
 	vstore_counters(vs, &c);
 	assert_int_equal(c.entries, 0);
 	vstore_close(vs);
