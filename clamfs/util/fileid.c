@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <sys/random.h>
+#include <time.h>
 
 #ifndef AT_HANDLE_FID
 #define AT_HANDLE_FID 0x200 /* Linux 6.5, include/uapi/linux/fcntl.h */
@@ -57,10 +59,19 @@ uint64_t fileid_at(int dirfd, const char *name, int flags, int *err)
 uint64_t fileid_unmatched(void)
 {
 	/*
-	 * Each value once; a digest equals one by chance only (2^-64), and
-	 * would also need the same device, inode, size and times to matter.
+	 * Each value once, from a random start: the verdict store outlives
+	 * the process, so a counter from 0 would repeat a value it kept. A
+	 * digest equals one by chance only (2^-64), and would also need the
+	 * same device, inode, size and times to matter.
 	 */
 	static atomic_uint_fast64_t next;
+	uint64_t v = atomic_load(&next), seed;
 
+	if (v == 0) {
+		if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+			seed = (uint64_t)time(NULL) << 20;
+		seed |= 1;
+		atomic_compare_exchange_strong(&next, &v, seed);
+	}
 	return 0x8000000000000000ULL | (uint64_t)atomic_fetch_add(&next, 1);
 }
