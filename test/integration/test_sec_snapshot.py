@@ -139,6 +139,12 @@ def test_snapshot_taking_a_removed_subvolumes_device(mount_clamfs, clamd,
     r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt,
                args={"path": "share/A/" + name})
     assert r == {"ok": clean.hex()}
+    # A's verdict is kept: the attack has something to impersonate
+    hits = stats(m.mnt)["cache_hits"]
+    r = run_as(UID_B, GID_B, [], VICTIM_READ, m.mnt,
+               args={"path": "share/A/" + name})
+    assert r == {"ok": clean.hex()}
+    assert stats(m.mnt)["cache_hits"] == hits + 1, stats(m.mnt)
     if kept_in == "store":
         assert wait_for(lambda: stats(m.mnt)["store_writes"] >= 1, 10), \
             stats(m.mnt)
