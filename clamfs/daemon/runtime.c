@@ -26,7 +26,7 @@
 #include "reload.h"
 #include "scanner_clamd.h"
 #include "service.h"
-#include "waitpool.h"
+#include "waitlist.h"
 
 struct runtime {
 	struct clamfs_fs *fs;
@@ -341,7 +341,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	rt->fs->dbwatch = rt->dbwatch;
 	if (!rt->dbwatch)
 		say_if_clamd_silent(rt);
-	rt->fs->waits = waitpool_new(0, 0, 0);
+	rt->fs->waits = waitlist_new(0);
 	if (!rt->fs->waits)
 		return -ENOMEM;
 	ret = service_start(rt->fs, rt->reload, rt->mountpoint, &rt->service);
@@ -365,7 +365,7 @@ void runtime_free(struct runtime *rt)
 	dbwatch_stop(rt->dbwatch);
 	rt->fs->dbwatch = NULL;
 	/* opens still waiting on a lease: they submit scans */
-	waitpool_free(rt->fs->waits);
+	waitlist_free(rt->fs->waits);
 	rt->fs->waits = NULL;
 	/* it asks the queue for scans */
 	ahead_stop(rt->fs->ahead);

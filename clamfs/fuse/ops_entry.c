@@ -16,7 +16,7 @@
 
 #include "creds.h"
 #include "gate.h"
-#include "offload.h"
+#include "lease_retry.h"
 #include "ops.h"
 #include "procfd.h"
 #include "request.h"
@@ -208,41 +208,70 @@ static int setattr_times(struct inode *inode, const struct stat *attr,
 }
 
 /*
+ * A truncate by name, as truncate(2) but without waiting on a lease: any
+ * user may hold one on a file it owns, and truncate(2) waits up to the
+ * kernel's lease-break time to break it. A regular file is opened for
+ * writing without waiting (the same permission check) and truncated
+ * through that descriptor, which no lease can be granted against
+ * meanwhile; -EWOULDBLOCK where it would wait. 0 or -errno.
+ */
+static int truncate_nowait(struct inode *inode, const char *path, off_t size)
+{
+	int fd, ret;
+
+	if (inode_type(inode) != S_IFREG)
+		return truncate(path, size) == -1 ? -errno : 0;
+	fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd == -1)
+		return -errno;
+	ret = ftruncate(fd, size) == -1 ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+/*
  * Applies the changes in the order chmod, chown, truncate, utimes, using
  * the open file when the kernel passes one (ftruncate on an fd opened for
- * writing must work even if the mode no longer allows opening it).
+ * writing must work even if the mode no longer allows opening it). Each
+ * change done is cleared from *to_set: after -EWOULDBLOCK (a truncate by
+ * name that would wait on a lease) the rest is what remains to be done.
  */
 static int setattr_apply(struct clamfs_fs *fs, struct inode *inode,
-			 const struct stat *attr, int to_set,
+			 const struct stat *attr, int *to_set,
 			 struct fuse_file_info *fi)
 {
-	int ofd = fi ? fi_fd(fi) : -1;
+	int ofd = fi ? fi_fd(fi) : -1, ret;
 	char path[PROC_FD_PATH_MAX];
 
 	proc_fd_path(path, inode_fd(inode));
-	if (to_set & FUSE_SET_ATTR_MODE) {
+	if (*to_set & FUSE_SET_ATTR_MODE) {
 		if ((ofd >= 0 ? fchmod(ofd, attr->st_mode)
 			      : chmod(path, attr->st_mode)) == -1)
 			return -errno;
+		*to_set &= ~FUSE_SET_ATTR_MODE;
 	}
-	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+	if (*to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		uid_t uid =
-			to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+			*to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
 		gid_t gid =
-			to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+			*to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
 
 		if (fchownat(inode_fd(inode), "", uid, gid,
 			     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
 			return -errno;
+		*to_set &= ~(FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID);
 	}
-	if (to_set & FUSE_SET_ATTR_SIZE) {
+	if (*to_set & FUSE_SET_ATTR_SIZE) {
 		gate_note_write(fs, inode);
-		if ((ofd >= 0 ? ftruncate(ofd, attr->st_size)
-			      : truncate(path, attr->st_size)) == -1)
-			return -errno;
+		ret = ofd >= 0 ? (ftruncate(ofd, attr->st_size) == -1 ? -errno
+								      : 0)
+			       : truncate_nowait(inode, path, attr->st_size);
+		if (ret)
+			return ret;
+		*to_set &= ~FUSE_SET_ATTR_SIZE;
 	}
-	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
-		if (setattr_times(inode, attr, to_set) == -1)
+	if (*to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+		if (setattr_times(inode, attr, *to_set) == -1)
 			return -errno;
 	}
 	return 0;
@@ -323,65 +352,40 @@ static int kill_suid_for_writer(fuse_req_t req, struct inode *inode,
 	return chmod(path, attr->st_mode & 07777) == 0 ? 1 : 0;
 }
 
-static void setattr_run(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-			int to_set, struct fuse_file_info *fi);
-
-struct setattr_later {
-	fuse_ino_t ino;
-	struct stat attr;
-	int to_set;
-};
-
-static void setattr_waiting(fuse_req_t req, void *data)
-{
-	struct setattr_later *s = data;
-
-	setattr_run(req, s->ino, &s->attr, s->to_set, NULL);
-}
-
 /*
- * A truncate by name (not through an open file) breaks any lease on the
- * file and waits up to the kernel's lease-break time for it, and any user
- * may hold one on a file it owns: such a setattr runs on the wait pool
- * (offload.h), whole, so that its changes keep their order.
+ * One attempt at a setattr: true when it answered the request, false when
+ * a truncate by name would wait on a lease; *to_set is then what remains.
  */
-void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		struct fuse_file_info *fi)
-{
-	if ((to_set & FUSE_SET_ATTR_SIZE) && !fi) {
-		struct setattr_later later = {ino, *attr, to_set};
-
-		offload_request(req, setattr_waiting, &later, sizeof(later));
-		return;
-	}
-	setattr_run(req, ino, attr, to_set, fi);
-}
-
-static void setattr_run(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-			int to_set, struct fuse_file_info *fi)
+static bool setattr_attempt(fuse_req_t req, fuse_ino_t ino,
+			    const struct stat *attr, int *to_set,
+			    struct fuse_file_info *fi)
 {
 	struct inode *inode = req_inode(req, ino);
 	struct req_identity id;
-	int ret, kernel_times;
+	int ret, kernel_times, apply;
 	struct stat st;
 
 	if (!inode) {
 		fuse_reply_err(req, ESTALE);
-		return;
+		return true;
 	}
-	if (kill_suid_for_writer(req, inode, attr, to_set) == 1)
-		to_set &= ~FUSE_SET_ATTR_MODE;
-	kernel_times = kernel_kept_times(req_fs(req), to_set);
+	if (kill_suid_for_writer(req, inode, attr, *to_set) == 1)
+		*to_set &= ~FUSE_SET_ATTR_MODE;
+	kernel_times = kernel_kept_times(req_fs(req), *to_set);
 	ret = req_identity_enter(req, &id);
 	if (ret)
 		goto out;
-	ret = setattr_apply(req_fs(req), inode, attr, to_set & ~kernel_times,
-			    fi);
+	apply = *to_set & ~kernel_times;
+	ret = setattr_apply(req_fs(req), inode, attr, &apply, fi);
 	req_identity_leave(&id);
+	if (ret == -EWOULDBLOCK) {
+		*to_set = apply | kernel_times;
+		return false;
+	}
 	if (ret == 0 && kernel_times) {
 		ret = set_kernel_times(inode, attr, kernel_times);
 		/* the rest is done: only a change of times alone fails */
-		if (to_set & ~kernel_times & ~FUSE_SET_ATTR_CTIME)
+		if (*to_set & ~kernel_times & ~FUSE_SET_ATTR_CTIME)
 			ret = 0;
 	}
 	if (ret)
@@ -394,6 +398,31 @@ out:
 		fuse_reply_err(req, -ret);
 	else
 		fuse_reply_attr(req, &st, req_fs(req)->attr_timeout);
+	return true;
+}
+
+struct setattr_later {
+	fuse_ino_t ino;
+	struct stat attr;
+	int to_set;
+};
+
+static bool setattr_again(fuse_req_t req, void *data)
+{
+	struct setattr_later *s = data;
+
+	return setattr_attempt(req, s->ino, &s->attr, &s->to_set, NULL);
+}
+
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		struct fuse_file_info *fi)
+{
+	struct setattr_later later;
+
+	if (setattr_attempt(req, ino, attr, &to_set, fi))
+		return;
+	later = (struct setattr_later){ino, *attr, to_set};
+	lease_retry(req, setattr_again, &later, sizeof(later));
 }
 
 void op_access(fuse_req_t req, fuse_ino_t ino, int mask)

@@ -15,7 +15,7 @@
 
 #include "gate.h"
 #include "gate_reply.h"
-#include "offload.h"
+#include "lease_retry.h"
 #include "ops.h"
 #include "passthrough.h"
 #include "procfd.h"
@@ -38,11 +38,12 @@
 /*
  * On a regular file O_NONBLOCK only matters against a lease. Any user may
  * hold one on a file it owns, and an open that breaks it waits up to the
- * kernel's lease-break time: the open is tried without waiting, and one
- * that would wait is done again on the wait pool (offload.h), never on a
- * worker that every user's requests share. The gate itself takes a lease
- * for an instant (writers.h): a caller's own O_NONBLOCK open waits that
- * instant out (NONBLOCK_TRIES) rather than fail with EWOULDBLOCK.
+ * kernel's lease-break time: the open is only ever tried without waiting,
+ * and one that would wait is tried again later (lease_retry.h), never
+ * waited for on a worker that every user's requests share. The gate
+ * itself takes a lease for an instant (writers.h): a caller's own
+ * O_NONBLOCK open waits that instant out (NONBLOCK_TRIES) rather than
+ * fail with EWOULDBLOCK.
  */
 static int open_flags_drop(struct inode *inode)
 {
@@ -94,14 +95,15 @@ static int narrow_flags(int err, int wide, int flags)
  * where the caller may; -errno on failure.
  */
 /*
- * open(2) of a regular file without waiting on a lease, unless may_wait:
- * -EWOULDBLOCK where it would wait. The fd does not keep O_NONBLOCK.
+ * open(2) without waiting on a lease: -1 with EWOULDBLOCK where it would
+ * wait. The fd of a regular file does not keep O_NONBLOCK (splice would
+ * take it for its pipe's).
  */
-static int open_regular(const char *path, int flags, bool may_wait)
+static int open_nowait(const char *path, int flags, bool regular)
 {
 	int fd, ret;
 
-	if (may_wait)
+	if (!regular)
 		return open(path, flags);
 	fd = open(path, flags | O_NONBLOCK);
 	if (fd == -1 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0)
@@ -114,16 +116,15 @@ static int open_regular(const char *path, int flags, bool may_wait)
 
 static int open_backend_file(struct clamfs_fs *fs, struct inode *inode,
 			     const char *path, int flags,
-			     struct fuse_file_info *fi, bool may_wait)
+			     struct fuse_file_info *fi)
 {
 	bool regular = inode_type(inode) == S_IFREG;
 	int wide = writeback_flags(fs, regular, flags), narrow, fd;
 
-	may_wait = may_wait || !regular;
-	fd = open_regular(path, wide, may_wait);
+	fd = open_nowait(path, wide, regular);
 	if (fd == -1 && (narrow = narrow_flags(errno, wide, flags)) != -1) {
 		/* direct I/O: the kernel keeps no pages for this handle */
-		fd = open_regular(path, narrow, may_wait);
+		fd = open_nowait(path, narrow, regular);
 		if (fd != -1)
 			fi->direct_io = 1;
 	}
@@ -132,7 +133,7 @@ static int open_backend_file(struct clamfs_fs *fs, struct inode *inode,
 
 /* The backend file the request opens, as its caller; fd or -errno. */
 static int open_as_caller(fuse_req_t req, struct inode *inode,
-			  struct fuse_file_info *fi, bool may_wait)
+			  struct fuse_file_info *fi)
 {
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
@@ -142,10 +143,9 @@ static int open_as_caller(fuse_req_t req, struct inode *inode,
 	if (ret)
 		return ret;
 	proc_fd_path(path, inode_fd(inode));
-	fd = open_backend_file(req_fs(req), inode, path,
-			       (fi->flags & ~open_flags_drop(inode)) |
-				       O_CLOEXEC,
-			       fi, may_wait);
+	fd = open_backend_file(
+		req_fs(req), inode, path,
+		(fi->flags & ~open_flags_drop(inode)) | O_CLOEXEC, fi);
 	req_identity_leave(&id);
 	/*
 	 * An execute-only program (mode 0711) is run natively without read
@@ -157,30 +157,21 @@ static int open_as_caller(fuse_req_t req, struct inode *inode,
 	    (fi->flags & O_ACCMODE) == O_RDONLY &&
 	    (req_fs(req)->default_permissions ||
 	     req_check_access(req, inode, X_OK) == 0)) {
-		fd = open_regular(path, O_RDONLY | O_CLOEXEC, may_wait);
+		fd = open_nowait(path, O_RDONLY | O_CLOEXEC,
+				 inode_type(inode) == S_IFREG);
 		if (fd == -1)
 			fd = -errno;
 	}
 	return fd;
 }
 
-struct open_later {
-	fuse_ino_t ino;
-	struct fuse_file_info fi;
-};
-
-static void open_run(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-		     bool may_wait);
-
-static void open_waiting(fuse_req_t req, void *data)
-{
-	struct open_later *o = data;
-
-	open_run(req, o->ino, &o->fi, true);
-}
-
-static void open_run(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-		     bool may_wait)
+/*
+ * One attempt at an open: true when it answered the request, false when
+ * the open would wait on a lease (for a caller who did not ask for
+ * O_NONBLOCK).
+ */
+static bool open_attempt(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi)
 {
 	struct timespec pause = {0, NONBLOCK_PAUSE_NS};
 	struct inode *inode = req_inode(req, ino);
@@ -188,30 +179,43 @@ static void open_run(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 
 	if (!inode) {
 		fuse_reply_err(req, ESTALE);
-		return;
+		return true;
 	}
-	fd = open_as_caller(req, inode, fi, may_wait);
-	while (fd == -EWOULDBLOCK && (fi->flags & O_NONBLOCK) &&
-	       tries++ < NONBLOCK_TRIES) {
+	fd = open_as_caller(req, inode, fi);
+	if (fd == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK))
+		return false;
+	while (fd == -EWOULDBLOCK && tries++ < NONBLOCK_TRIES) {
 		nanosleep(&pause, NULL);
-		fd = open_as_caller(req, inode, fi, false);
-	}
-	if (fd == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK)) {
-		struct open_later later = {ino, *fi};
-
-		offload_request(req, open_waiting, &later, sizeof(later));
-		return;
+		fd = open_as_caller(req, inode, fi);
 	}
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);
-		return;
+		return true;
 	}
 	gate_reply_open(req, inode, fd, fi, NULL);
+	return true;
+}
+
+struct open_later {
+	fuse_ino_t ino;
+	struct fuse_file_info fi;
+};
+
+static bool open_again(fuse_req_t req, void *data)
+{
+	struct open_later *o = data;
+
+	return open_attempt(req, o->ino, &o->fi);
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	open_run(req, ino, fi, false);
+	struct open_later later;
+
+	if (open_attempt(req, ino, fi))
+		return;
+	later = (struct open_later){ino, *fi};
+	lease_retry(req, open_again, &later, sizeof(later));
 }
 
 static bool is_special(mode_t mode)
@@ -229,14 +233,12 @@ static bool is_special(mode_t mode)
  * the caller as natively. The open is non-blocking for the case that the
  * name is swapped between the check and the open.
  */
-static int create_open(int dirfd, const char *name, int flags, mode_t mode,
-		       bool may_wait)
+static int create_open(int dirfd, const char *name, int flags, mode_t mode)
 {
 	int oflags = (flags & ~(O_NOCTTY | O_DIRECT)) | O_CREAT | O_NOFOLLOW |
 		     O_CLOEXEC;
-	char path[PROC_FD_PATH_MAX];
 	struct stat st;
-	int fd, pfd, ret;
+	int fd, ret;
 
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    is_special(st.st_mode))
@@ -250,28 +252,10 @@ static int create_open(int dirfd, const char *name, int flags, mode_t mode,
 		    is_special(st.st_mode))
 			return -ESTALE;
 		/*
-		 * EWOULDBLOCK on a regular file is a lease being broken,
-		 * which a blocking open waits for: on the wait pool only
-		 * (may_wait), on the very file, checked through an O_PATH
-		 * handle first.
+		 * EWOULDBLOCK: an existing regular file's lease being
+		 * broken, tried again later (lease_retry.h).
 		 */
-		if (ret != -EWOULDBLOCK || (flags & O_NONBLOCK) || !may_wait)
-			return ret;
-		pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (pfd == -1)
-			return -errno;
-		ret = fstat(pfd, &st) == -1 ? -errno : 0;
-		if (ret == 0 && !S_ISREG(st.st_mode))
-			ret = -ESTALE;
-		if (ret) {
-			close(pfd);
-			return ret;
-		}
-		proc_fd_path(path, pfd);
-		fd = open(path, oflags & ~(O_CREAT | O_EXCL | O_NOFOLLOW));
-		ret = fd == -1 ? -errno : 0;
-		close(pfd);
-		return fd == -1 ? ret : fd;
+		return ret;
 	}
 	ret = fstat(fd, &st) == -1 ? -errno : 0;
 	if (ret == 0 && is_special(st.st_mode))
@@ -289,25 +273,13 @@ static int create_open(int dirfd, const char *name, int flags, mode_t mode,
 	return fd;
 }
 
-struct create_later {
-	fuse_ino_t parent;
-	mode_t mode;
-	struct fuse_file_info fi;
-	char name[NAME_MAX + 1];
-};
-
-static void create_run(fuse_req_t req, fuse_ino_t parent, const char *name,
-		       mode_t mode, struct fuse_file_info *fi, bool may_wait);
-
-static void create_waiting(fuse_req_t req, void *data)
-{
-	struct create_later *c = data;
-
-	create_run(req, c->parent, c->name, c->mode, &c->fi, true);
-}
-
-static void create_run(fuse_req_t req, fuse_ino_t parent, const char *name,
-		       mode_t mode, struct fuse_file_info *fi, bool may_wait)
+/*
+ * One attempt at a create: true when it answered the request, false when
+ * an existing file's open would wait on a lease (for a caller who did not
+ * ask for O_NONBLOCK).
+ */
+static bool create_attempt(fuse_req_t req, fuse_ino_t parent, const char *name,
+			   mode_t mode, struct fuse_file_info *fi)
 {
 	struct clamfs_fs *fs = req_fs(req);
 	struct inode *dir = req_inode(req, parent);
@@ -318,43 +290,61 @@ static void create_run(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ret = dir ? req_identity_enter_umask(req, &id) : -ESTALE;
 	if (ret) {
 		fuse_reply_err(req, -ret);
-		return;
+		return true;
 	}
 	wide = writeback_flags(fs, true, fi->flags);
-	fd = create_open(inode_fd(dir), name, wide, mode, may_wait);
+	fd = create_open(inode_fd(dir), name, wide, mode);
 	/* an existing file the caller may write but not read, or append-only */
 	if (fd < 0 && (narrow = narrow_flags(-fd, wide, fi->flags)) != -1) {
-		fd = create_open(inode_fd(dir), name, narrow, mode, may_wait);
+		fd = create_open(inode_fd(dir), name, narrow, mode);
 		if (fd >= 0)
 			fi->direct_io = 1;
 	}
 	ret = fd < 0 ? fd : fs_entry_from_fd(fs, fd, &e);
 	req_identity_leave(&id);
-	/* an existing file's lease: waited for on the pool */
-	if (ret == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK) && !may_wait &&
-	    strlen(name) <= NAME_MAX) {
-		struct create_later later = {
-			.parent = parent, .mode = mode, .fi = *fi};
-
-		strcpy(later.name, name);
-		offload_request(req, create_waiting, &later, sizeof(later));
-		return;
-	}
+	if (ret == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK))
+		return false;
 	if (ret) {
 		if (fd >= 0)
 			close(fd);
 		fuse_reply_err(req, -ret);
-		return;
+		return true;
 	}
 	itab_note_name(fs->itab, req_inode(req, e.ino), dir, name);
 	/* an existing non-empty file opened for reading is scanned too */
 	gate_reply_open(req, req_inode(req, e.ino), fd, fi, &e);
+	return true;
+}
+
+struct create_later {
+	fuse_ino_t parent;
+	mode_t mode;
+	struct fuse_file_info fi;
+	char name[NAME_MAX + 1];
+};
+
+static bool create_again(fuse_req_t req, void *data)
+{
+	struct create_later *c = data;
+
+	return create_attempt(req, c->parent, c->name, c->mode, &c->fi);
 }
 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	       struct fuse_file_info *fi)
 {
-	create_run(req, parent, name, mode, fi, false);
+	struct create_later later = {.parent = parent, .mode = mode};
+
+	if (create_attempt(req, parent, name, mode, fi))
+		return;
+	/* the kernel sends no longer names (NAME_MAX): a file of it exists */
+	if (strlen(name) > NAME_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	later.fi = *fi;
+	strcpy(later.name, name);
+	lease_retry(req, create_again, &later, sizeof(later));
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

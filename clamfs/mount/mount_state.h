@@ -26,7 +26,7 @@
 
 struct ahead;
 struct clamfs_fs;
-struct waitpool;
+struct waitlist;
 struct fuse_session; /* libfuse's, used only through fs.h */
 
 /*
@@ -100,7 +100,7 @@ struct clamfs_fs {
 	struct vstore *vstore;	/* NULL without verdict_store= */
 	unsigned int store_ttl; /* cache_ttl in force, for the store */
 	struct scanq *scanq;
-	struct waitpool *waits; /* calls that may wait on a lease (offload.h) */
+	struct waitlist *waits; /* calls retried past a lease (lease_retry.h) */
 	struct dbwatch *dbwatch;
 	struct stats stats;
 	struct timespec started;    /* CLOCK_MONOTONIC */

@@ -44,21 +44,22 @@ HOLDER = textwrap.dedent("""
 # truncate each take through the mount.
 VICTIM = """
 import time
+D = ARGS.get("dir", "victim")
 out = {}
 def timed(name, fn):
     t = time.monotonic()
     r = outcome(fn)
     out[name] = [round(time.monotonic() - t, 3), r[0]]
-timed("stat", lambda: os.stat(P("victim/mine")).st_size)
+timed("stat", lambda: os.stat(P(D + "/mine")).st_size)
 def cat():
-    with open(P("victim/mine"), "rb") as f:
+    with open(P(D + "/mine"), "rb") as f:
         return len(f.read())
 timed("cat", cat)
 def create():
-    with open(P("victim/new"), "wb") as f:
+    with open(P(D + "/new"), "wb") as f:
         return f.write(b"x")
 timed("create", create)
-timed("truncate", lambda: os.truncate(P("victim/mine"), 3))
+timed("truncate", lambda: os.truncate(P(D + "/mine"), 3))
 emit(out)
 """
 
@@ -68,6 +69,8 @@ def backend(mount_clamfs):
     b = share_of(mount_clamfs.tempdir("clamfs-lease"))
     put(os.path.join(b, "share", "leased"), CONTENT)
     os.chown(os.path.join(b, "share", "leased"), UID_A, GID_A)
+    put(os.path.join(b, "share", "mine"), b"another file of the attacker\n")
+    os.chown(os.path.join(b, "share", "mine"), UID_A, GID_A)
     victim = os.path.join(b, "victim")
     os.mkdir(victim, 0o755)
     put(os.path.join(victim, "mine"), b"victim's own file\n")
@@ -104,6 +107,9 @@ CAT = "import sys; sys.stdout.buffer.write(open(sys.argv[1], 'rb').read())"
 # to its own length: the lease is broken all the same, and the reads
 # racing it see one content
 TRUNCATE = "import os, sys; os.truncate(sys.argv[1], %d)" % len(CONTENT)
+# an open with O_CREAT of the existing leased file (a FUSE CREATE)
+CREATE = ("import os, sys; os.close(os.open(sys.argv[1], "
+          "os.O_WRONLY | os.O_CREAT, 0o644))")
 NONBLOCK = textwrap.dedent("""
     import errno, os, sys
     try:
@@ -124,11 +130,20 @@ def test_a_lease_stalls_no_other_user(mount_clamfs, clamd, backend):
         # more blocked callers than the mount has workers
         waiting = [as_attacker(CAT, leased) for _ in range(20)]
         waiting += [as_attacker(TRUNCATE, leased) for _ in range(4)]
+        waiting += [as_attacker(CREATE, leased) for _ in range(2)]
+        killed = as_attacker(CAT, leased)
         # each has reached the mount and waits there for its answer
         assert wait_for(lambda: all(blocked_in_call(p.pid)
-                                    for p in waiting), 20), \
-            [syscall(p.pid) for p in waiting]
+                                    for p in waiting + [killed]), 20), \
+            [syscall(p.pid) for p in waiting + [killed]]
         victim = run_as(UID_B, GID_B, [], VICTIM, m.mnt, timeout=120)
+        # the attacker's own uid is not held up by its waits either
+        same_uid = run_as(UID_A, GID_A, [], VICTIM, m.mnt, timeout=120,
+                          args={"dir": "share"})
+        # a waiting caller can be killed, as natively: it is answered
+        # (EINTR) at its next attempt, not at the end of the lease
+        killed.kill()
+        killed.wait(timeout=10 * SLOW)
         # a non-blocking open of the leased file fails as natively
         r = subprocess.run(setpriv_prefix(UID_A, GID_A) +
                            [PYTHON, "-c", NONBLOCK, leased],
@@ -143,11 +158,14 @@ def test_a_lease_stalls_no_other_user(mount_clamfs, clamd, backend):
             if p.poll() is None:
                 p.kill()
         holder.close()
-    for name, (secs, ok) in victim.items():
-        assert ok == "ok", victim
-        assert secs < 1.0, f"the victim's {name} waited {secs} s: {victim}"
+    for who in (victim, same_uid):
+        for name, (secs, ok) in who.items():
+            assert ok == "ok", who
+            assert secs < 1.0, f"the {name} waited {secs} s: {who}"
     assert nonblock == errno.errorcode[errno.EWOULDBLOCK], r.stdout + r.stderr
     # the attacker's own calls waited for its lease, as natively
     assert still == [None] * len(waiting), still
     assert codes == [0] * len(waiting), [d[1] for d in done]
     assert [out for out, _ in done[:20]] == [CONTENT] * 20
+    assert os.path.getsize(os.path.join(backend, "share", "leased")) == \
+        len(CONTENT)

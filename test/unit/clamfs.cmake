@@ -8,7 +8,7 @@ function(clamfs_layer_tests layer)
 		target_link_libraries(${t} PRIVATE clamfs_${layer})
 	endforeach()
 endfunction()
-clamfs_layer_tests(util test_mountpoint test_log test_creds test_waitpool
+clamfs_layer_tests(util test_mountpoint test_log test_creds test_waitlist
 	test_fileid)
 clamfs_layer_tests(inode test_inode test_nodeid)
 clamfs_layer_tests(scan test_vcache test_policy test_action test_scanq
