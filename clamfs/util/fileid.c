@@ -25,28 +25,45 @@ static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
 	return h;
 }
 
+/*
+ * AT_HANDLE_FID (Linux 6.5): a handle to tell files apart, which
+ * filesystems that cannot open files by handle (overlayfs without its
+ * index, some FUSE ones) give too. An older kernel refuses the flag
+ * (EINVAL): it is asked for once, not at every call.
+ */
+static atomic_int fid_flag = AT_HANDLE_FID;
+
+static int handle_of(int dirfd, const char *name, int flags,
+		     struct file_handle *fh)
+{
+	int fid = atomic_load_explicit(&fid_flag, memory_order_relaxed);
+	int mount_id;
+
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(dirfd, name, fh, &mount_id, flags | fid) == 0)
+		return 0;
+	if (errno != EINVAL || !fid)
+		return -errno;
+	atomic_store_explicit(&fid_flag, 0, memory_order_relaxed);
+	fh->handle_bytes = MAX_HANDLE_SZ;
+	return name_to_handle_at(dirfd, name, fh, &mount_id, flags) == 0
+		       ? 0
+		       : -errno;
+}
+
 uint64_t fileid_at(int dirfd, const char *name, int flags, int *err)
 {
 	union {
 		struct file_handle fh;
 		unsigned char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
 	} h;
-	int mount_id;
 	uint64_t id;
+	int ret;
 
-	/*
-	 * AT_HANDLE_FID (Linux 6.5): a handle to tell files apart, which
-	 * filesystems that cannot open files by handle (overlayfs without
-	 * its index, some FUSE ones) give too; EINVAL before 6.5.
-	 */
-	h.fh.handle_bytes = MAX_HANDLE_SZ;
-	if (name_to_handle_at(dirfd, name, &h.fh, &mount_id,
-			      flags | AT_HANDLE_FID) == -1 &&
-	    (errno != EINVAL ||
-	     (h.fh.handle_bytes = MAX_HANDLE_SZ,
-	      name_to_handle_at(dirfd, name, &h.fh, &mount_id, flags) == -1))) {
+	ret = handle_of(dirfd, name, flags, &h.fh);
+	if (ret) {
 		if (err)
-			*err = -errno;
+			*err = ret;
 		return 0;
 	}
 	id = fnv1a(0xcbf29ce484222325ULL,
