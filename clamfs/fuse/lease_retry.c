@@ -5,6 +5,8 @@
 #include "lease_retry.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,12 +20,42 @@ struct retry {
 	max_align_t data[]; /* the attempt's copy, suitably aligned */
 };
 
+/*
+ * Whether the caller (its thread pid) is being killed: SIGKILL pending.
+ * The kernel sends an interrupt for any signal, but natively a lease
+ * wait is restarted after a stop and continue, a tracer's stop, or a
+ * handler with SA_RESTART, and an answer of EINTR would fail the call
+ * instead; only a fatal signal ends it. A group exit marks SIGKILL
+ * pending in every thread.
+ */
+static bool caller_killed(pid_t pid)
+{
+	char path[64], line[256];
+	bool killed = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true; /* gone */
+	while (!killed && fgets(line, sizeof(line), f)) {
+		unsigned long long mask;
+
+		if ((sscanf(line, "SigPnd: %llx", &mask) == 1 ||
+		     sscanf(line, "ShdPnd: %llx", &mask) == 1) &&
+		    (mask & (1ULL << (SIGKILL - 1))))
+			killed = true;
+	}
+	fclose(f);
+	return killed;
+}
+
 static bool attempt(void *arg)
 {
 	struct retry *r = arg;
 
-	/* the caller was interrupted (a signal, SIGKILL too): as natively */
-	if (fuse_req_interrupted(r->req)) {
+	if (fuse_req_interrupted(r->req) &&
+	    caller_killed(fuse_req_ctx(r->req)->pid)) {
 		fuse_reply_err(r->req, EINTR);
 		free(r);
 		return true;
@@ -66,9 +98,11 @@ void lease_retry(fuse_req_t req, lease_attempt_fn *fn, const void *data,
 		return;
 	free(r);
 	if (ret == -EAGAIN && log_limit_pass(&refusals, &held_back))
-		log_warn("uid %u has %u calls waiting on leases already: "
-			 "refused one more with EAGAIN (%lu such lines held "
-			 "back)",
-			 (unsigned int)uid, WAITLIST_PER_UID, held_back);
+		log_warn("uid %u: a call that would wait on a lease refused "
+			 "with EAGAIN: %s (%lu such lines held back)",
+			 (unsigned int)uid,
+			 "as many of its calls wait already, or no thread "
+			 "could be started",
+			 held_back);
 	fuse_reply_err(req, ret == -ESHUTDOWN ? EIO : -ret);
 }

@@ -5,7 +5,7 @@
  * lease-break time): tried again without waiting, on the mount's retry
  * list (waitlist.h), until the call gets through. No FUSE worker and no
  * other thread waits for them; the caller waits as natively, and is
- * answered EINTR when interrupted meanwhile, as natively.
+ * answered EINTR when it is killed meanwhile.
  */
 #ifndef CLAMFS_LEASE_RETRY_H
 #define CLAMFS_LEASE_RETRY_H

@@ -208,45 +208,42 @@ static int setattr_times(struct inode *inode, const struct stat *attr,
 }
 
 /*
- * A truncate by name, as truncate(2) but without waiting on a lease: any
- * user may hold one on a file it owns, and truncate(2) waits up to the
- * kernel's lease-break time to break it. A regular file is opened for
- * writing without waiting (the same permission check) and truncated
- * through that descriptor, which no lease can be granted against
- * meanwhile; -EWOULDBLOCK where it would wait. 0 or -errno.
+ * A regular file opened for writing as truncate(2) checks it, without
+ * waiting on a lease: any user may hold one on a file it owns, and
+ * truncate(2) waits up to the kernel's lease-break time to break it. No
+ * lease can be granted against the descriptor meanwhile, so truncating
+ * through it never waits. The fd, or -errno (-EWOULDBLOCK: a lease).
  */
-static int truncate_nowait(struct inode *inode, const char *path, off_t size)
+static int open_to_truncate(struct inode *inode)
 {
-	int fd, ret;
+	char path[PROC_FD_PATH_MAX];
+	int fd;
 
-	if (inode_type(inode) != S_IFREG)
-		return truncate(path, size) == -1 ? -errno : 0;
+	proc_fd_path(path, inode_fd(inode));
 	fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd == -1)
-		return -errno;
-	ret = ftruncate(fd, size) == -1 ? -errno : 0;
-	close(fd);
-	return ret;
+	return fd == -1 ? -errno : fd;
 }
 
 /*
  * Applies the changes in the order chmod, chown, truncate, utimes, using
  * the open file when the kernel passes one (ftruncate on an fd opened for
- * writing must work even if the mode no longer allows opening it). Each
- * change done is cleared from *to_set: after -EWOULDBLOCK (a truncate by
- * name that would wait on a lease) the rest is what remains to be done.
+ * writing must work even if the mode no longer allows opening it), else
+ * tfd when the caller opened one to truncate through (open_to_truncate).
+ * Each change done is cleared from *to_set. *lease is set when a truncate
+ * by name would wait on a lease (-EWOULDBLOCK): the rest is then what
+ * remains to be done.
  */
 static int setattr_apply(struct clamfs_fs *fs, struct inode *inode,
 			 const struct stat *attr, int *to_set,
-			 struct fuse_file_info *fi)
+			 struct fuse_file_info *fi, int tfd, bool *lease)
 {
-	int ofd = fi ? fi_fd(fi) : -1, ret;
+	int ofd = fi ? fi_fd(fi) : tfd, fd, ret;
 	char path[PROC_FD_PATH_MAX];
 
 	proc_fd_path(path, inode_fd(inode));
 	if (*to_set & FUSE_SET_ATTR_MODE) {
-		if ((ofd >= 0 ? fchmod(ofd, attr->st_mode)
-			      : chmod(path, attr->st_mode)) == -1)
+		if ((fi ? fchmod(ofd, attr->st_mode)
+			: chmod(path, attr->st_mode)) == -1)
 			return -errno;
 		*to_set &= ~FUSE_SET_ATTR_MODE;
 	}
@@ -263,9 +260,20 @@ static int setattr_apply(struct clamfs_fs *fs, struct inode *inode,
 	}
 	if (*to_set & FUSE_SET_ATTR_SIZE) {
 		gate_note_write(fs, inode);
-		ret = ofd >= 0 ? (ftruncate(ofd, attr->st_size) == -1 ? -errno
-								      : 0)
-			       : truncate_nowait(inode, path, attr->st_size);
+		fd = ofd;
+		/* tfd could not be had first (a chmod above grants it) */
+		if (fd < 0 && inode_type(inode) == S_IFREG) {
+			fd = open_to_truncate(inode);
+			*lease = fd == -EWOULDBLOCK;
+			if (fd < 0)
+				return fd;
+		}
+		ret = (fd >= 0 ? ftruncate(fd, attr->st_size)
+			       : truncate(path, attr->st_size)) == -1
+			      ? -errno
+			      : 0;
+		if (fd >= 0 && fd != ofd)
+			close(fd);
 		if (ret)
 			return ret;
 		*to_set &= ~FUSE_SET_ATTR_SIZE;
@@ -361,13 +369,30 @@ static bool setattr_attempt(fuse_req_t req, fuse_ino_t ino,
 			    struct fuse_file_info *fi)
 {
 	struct inode *inode = req_inode(req, ino);
+	int ret, kernel_times, apply, tfd = -1;
 	struct req_identity id;
-	int ret, kernel_times, apply;
+	bool lease = false;
 	struct stat st;
 
 	if (!inode) {
 		fuse_reply_err(req, ESTALE);
 		return true;
+	}
+	/*
+	 * A truncate by name: the file is opened for it before anything
+	 * changes, so that a lease in the way is waited out (tried again
+	 * later) with nothing done yet, as truncate(2) changes nothing
+	 * before it has broken the lease.
+	 */
+	if ((*to_set & FUSE_SET_ATTR_SIZE) && !fi &&
+	    inode_type(inode) == S_IFREG) {
+		ret = req_identity_enter(req, &id);
+		if (ret)
+			goto out;
+		tfd = open_to_truncate(inode);
+		req_identity_leave(&id);
+		if (tfd == -EWOULDBLOCK)
+			return false;
 	}
 	if (kill_suid_for_writer(req, inode, attr, *to_set) == 1)
 		*to_set &= ~FUSE_SET_ATTR_MODE;
@@ -376,9 +401,12 @@ static bool setattr_attempt(fuse_req_t req, fuse_ino_t ino,
 	if (ret)
 		goto out;
 	apply = *to_set & ~kernel_times;
-	ret = setattr_apply(req_fs(req), inode, attr, &apply, fi);
+	ret = setattr_apply(req_fs(req), inode, attr, &apply, fi, tfd, &lease);
 	req_identity_leave(&id);
-	if (ret == -EWOULDBLOCK) {
+	if (lease) {
+		/* only after a chmod granted the open: the rest, later */
+		if (tfd >= 0)
+			close(tfd);
 		*to_set = apply | kernel_times;
 		return false;
 	}
@@ -394,6 +422,8 @@ static bool setattr_attempt(fuse_req_t req, fuse_ino_t ino,
 		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
 		ret = -errno;
 out:
+	if (tfd >= 0)
+		close(tfd);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else

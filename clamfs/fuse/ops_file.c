@@ -7,8 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -251,10 +249,7 @@ static int create_open(int dirfd, const char *name, int flags, mode_t mode)
 		    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    is_special(st.st_mode))
 			return -ESTALE;
-		/*
-		 * EWOULDBLOCK: an existing regular file's lease being
-		 * broken, tried again later (lease_retry.h).
-		 */
+		/* EWOULDBLOCK: an existing regular file's lease (op_create) */
 		return ret;
 	}
 	ret = fstat(fd, &st) == -1 ? -errno : 0;
@@ -273,13 +268,8 @@ static int create_open(int dirfd, const char *name, int flags, mode_t mode)
 	return fd;
 }
 
-/*
- * One attempt at a create: true when it answered the request, false when
- * an existing file's open would wait on a lease (for a caller who did not
- * ask for O_NONBLOCK).
- */
-static bool create_attempt(fuse_req_t req, fuse_ino_t parent, const char *name,
-			   mode_t mode, struct fuse_file_info *fi)
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi)
 {
 	struct clamfs_fs *fs = req_fs(req);
 	struct inode *dir = req_inode(req, parent);
@@ -290,7 +280,7 @@ static bool create_attempt(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ret = dir ? req_identity_enter_umask(req, &id) : -ESTALE;
 	if (ret) {
 		fuse_reply_err(req, -ret);
-		return true;
+		return;
 	}
 	wide = writeback_flags(fs, true, fi->flags);
 	fd = create_open(inode_fd(dir), name, wide, mode);
@@ -302,49 +292,24 @@ static bool create_attempt(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	ret = fd < 0 ? fd : fs_entry_from_fd(fs, fd, &e);
 	req_identity_leave(&id);
-	if (ret == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK))
-		return false;
+	/*
+	 * An existing file's lease: the kernel holds the directory locked
+	 * for a CREATE, for every user's lookups there, so it is not waited
+	 * for here. ESTALE has the VFS look the name up again and open the
+	 * file it finds (an OPEN, outside the directory lock), which waits
+	 * for the lease as any open does.
+	 */
+	if (ret == -EWOULDBLOCK)
+		ret = -ESTALE;
 	if (ret) {
 		if (fd >= 0)
 			close(fd);
 		fuse_reply_err(req, -ret);
-		return true;
+		return;
 	}
 	itab_note_name(fs->itab, req_inode(req, e.ino), dir, name);
 	/* an existing non-empty file opened for reading is scanned too */
 	gate_reply_open(req, req_inode(req, e.ino), fd, fi, &e);
-	return true;
-}
-
-struct create_later {
-	fuse_ino_t parent;
-	mode_t mode;
-	struct fuse_file_info fi;
-	char name[NAME_MAX + 1];
-};
-
-static bool create_again(fuse_req_t req, void *data)
-{
-	struct create_later *c = data;
-
-	return create_attempt(req, c->parent, c->name, c->mode, &c->fi);
-}
-
-void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-	       struct fuse_file_info *fi)
-{
-	struct create_later later = {.parent = parent, .mode = mode};
-
-	if (create_attempt(req, parent, name, mode, fi))
-		return;
-	/* the kernel sends no longer names (NAME_MAX): a file of it exists */
-	if (strlen(name) > NAME_MAX) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
-	later.fi = *fi;
-	strcpy(later.name, name);
-	lease_retry(req, create_again, &later, sizeof(later));
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
