@@ -364,7 +364,7 @@ void runtime_free(struct runtime *rt)
 	service_stop(rt->service);
 	dbwatch_stop(rt->dbwatch);
 	rt->fs->dbwatch = NULL;
-	/* opens still waiting on a lease: they submit scans */
+	/* calls waiting on a lease end; an attempt under way may scan */
 	waitlist_free(rt->fs->waits);
 	rt->fs->waits = NULL;
 	/* it asks the queue for scans */

@@ -98,11 +98,10 @@ void lease_retry(fuse_req_t req, lease_attempt_fn *fn, const void *data,
 		return;
 	free(r);
 	if (ret == -EAGAIN && log_limit_pass(&refusals, &held_back))
-		log_warn("uid %u: a call that would wait on a lease refused "
-			 "with EAGAIN: %s (%lu such lines held back)",
-			 (unsigned int)uid,
-			 "as many of its calls wait already, or no thread "
-			 "could be started",
-			 held_back);
+		log_warn(
+			"uid %u: a call that would wait on a lease refused "
+			"with EAGAIN: as many of its calls wait already, or "
+			"no thread could be started (%lu such lines held back)",
+			(unsigned int)uid, held_back);
 	fuse_reply_err(req, ret == -ESHUTDOWN ? EIO : -ret);
 }

@@ -89,10 +89,6 @@ static int narrow_flags(int err, int wide, int flags)
 }
 
 /*
- * Opens path with the flags asked for, widened for the write-back cache
- * where the caller may; -errno on failure.
- */
-/*
  * open(2) without waiting on a lease: -1 with EWOULDBLOCK where it would
  * wait. The fd of a regular file does not keep O_NONBLOCK (splice would
  * take it for its pipe's).
@@ -112,6 +108,10 @@ static int open_nowait(const char *path, int flags, bool regular)
 	return -1;
 }
 
+/*
+ * Opens path with the flags asked for, widened for the write-back cache
+ * where the caller may, without waiting on a lease; -errno on failure.
+ */
 static int open_backend_file(struct clamfs_fs *fs, struct inode *inode,
 			     const char *path, int flags,
 			     struct fuse_file_info *fi)

@@ -22,7 +22,7 @@
 #define STORE_LOCK "verdicts.mdb-lock"
 #define FORMAT	   "clamfs-verdicts 2"
 #define META_KEY   "clamfs:meta"
-/* queued writes beyond this are dropped (a forget empties the store) */
+/* puts beyond this are dropped; a forget commits the full queue first */
 #define QUEUE_MAX	4096
 #define COMMIT_EVERY_MS 1000
 /* FUSE workers and scanner threads each hold one read at most */
