@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Read-write opens, as a file server makes them (smbd opens a document
+# read-write whenever its client asks for write access). The gate decides
+# such an open on a read-only descriptor of the file before it opens the
+# file as asked, so an unchanged file is a verdict cache hit as it is for
+# a reader; a handle that wrote nothing leaves the verdict in place, and
+# one that wrote (any way there is to write through a handle) leaves none.
+import mmap
+import os
+
+import pytest
+
+from fsutil import FALLOC_FL_KEEP_SIZE, fallocate
+from scanutil import delta, mount_scan, put, stats
+from test_sec_writers import Mapper, share  # noqa: F401 (a fixture)
+
+SIZE = 68  # as long as the EICAR test file
+
+
+def rw_read(path):
+    """Opens path read-write and reads it all: bytes, or the errno."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as e:
+        return e.errno
+    try:
+        return os.pread(fd, 1 << 20, 0)
+    finally:
+        os.close(fd)
+
+
+def test_read_write_opens_of_an_unchanged_file_are_cache_hits(
+        mount_clamfs, clamd):
+    """The finding of issue 37: no read-write open was ever a cache hit,
+    and each one's scan was thrown away."""
+    m = mount_scan(mount_clamfs, clamd)
+    data = os.urandom(64 * 1024)
+    put(m.b("doc"), data)
+    s0 = stats(m.mnt)
+    for _ in range(5):
+        assert rw_read(m.m("doc")) == data
+    d = delta(s0, stats(m.mnt), "scans", "cache_hits", "opens_checked")
+    assert d == {"scans": 1, "cache_hits": 4, "opens_checked": 5}
+    # readers take the verdict a read-write open left, and the other way
+    with open(m.m("doc"), "rb") as f:
+        assert f.read() == data
+    assert rw_read(m.m("doc")) == data
+    assert delta(s0, stats(m.mnt), "scans")["scans"] == 1
+
+
+def test_an_infected_file_is_refused_to_read_write_opens(mount_clamfs, clamd):
+    m = mount_scan(mount_clamfs, clamd)
+    put(m.b("e"), clamd.eicar)
+    s0 = stats(m.mnt)
+    for _ in range(3):
+        assert rw_read(m.m("e")) == 13
+    d = delta(s0, stats(m.mnt), "scans", "cache_hits", "opens_denied")
+    assert d == {"scans": 1, "cache_hits": 2, "opens_denied": 3}
+
+
+def _write_eicar(fd, eicar, how, src):
+    """Makes the file open read-write at fd (SIZE bytes of 'B', or EICAR
+    and ten more bytes for a truncate) the EICAR test file, through fd."""
+    if how == "write":
+        os.pwrite(fd, eicar, 0)
+    elif how == "mmap":
+        mp = mmap.mmap(fd, SIZE, mmap.MAP_SHARED,
+                       mmap.PROT_READ | mmap.PROT_WRITE)
+        mp[:] = eicar  # stores, written back by the kernel
+        mp.close()
+    elif how == "ftruncate":
+        os.ftruncate(fd, SIZE)
+    elif how == "copy_file_range":
+        sfd = os.open(src, os.O_RDONLY)
+        try:
+            assert os.copy_file_range(sfd, fd, SIZE, 2, 0) == SIZE
+        finally:
+            os.close(sfd)
+
+
+@pytest.mark.parametrize("how",
+                         ["write", "mmap", "ftruncate", "copy_file_range"])
+def test_a_handle_that_wrote_keeps_no_verdict(mount_clamfs, clamd, how):
+    """Clean, read through read-write handles (one scan, then hits), then
+    a read-write handle makes it EICAR: the next read-write open and the
+    next reader are refused."""
+    m = mount_scan(mount_clamfs, clamd)
+    start = clamd.eicar + b"0123456789" if how == "ftruncate" else b"B" * SIZE
+    put(m.b("doc"), start)
+    # the source of copy_file_range, clean: EICAR from its third byte
+    put(m.b("src"), b"XX" + clamd.eicar)
+    for _ in range(2):
+        assert rw_read(m.m("doc")) == start
+    fd = os.open(m.m("doc"), os.O_RDWR)
+    try:
+        _write_eicar(fd, clamd.eicar, how, m.m("src"))
+    finally:
+        os.close(fd)
+    with open(m.b("doc"), "rb") as f:
+        assert f.read() == clamd.eicar, "the test wrote no EICAR"
+    assert rw_read(m.m("doc")) == 13
+    with pytest.raises(PermissionError):
+        open(m.m("doc"), "rb").close()
+
+
+def test_fallocate_drops_the_verdict(mount_clamfs, clamd):
+    """A fallocate through a handle leaves the content as it was here,
+    but it is a write: the next open is scanned again."""
+    m = mount_scan(mount_clamfs, clamd)
+    put(m.b("doc"), b"B" * SIZE)
+    assert rw_read(m.m("doc")) == b"B" * SIZE
+    s0 = stats(m.mnt)
+    fd = os.open(m.m("doc"), os.O_RDWR)
+    try:
+        fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 1 << 20)
+    finally:
+        os.close(fd)
+    assert rw_read(m.m("doc")) == b"B" * SIZE
+    assert delta(s0, stats(m.mnt), "scans", "cache_hits") == {
+        "scans": 1, "cache_hits": 1}
+
+
+def test_a_handle_that_wrote_nothing_keeps_the_verdict(mount_clamfs, clamd):
+    """Opened read-write, read, closed, many times and overlapping a
+    reader: one scan in all."""
+    m = mount_scan(mount_clamfs, clamd)
+    put(m.b("doc"), b"B" * SIZE)
+    s0 = stats(m.mnt)
+    with open(m.m("doc"), "rb") as reader:
+        for _ in range(3):
+            assert rw_read(m.m("doc")) == b"B" * SIZE
+        assert reader.read() == b"B" * SIZE
+    with open(m.m("doc"), "rb") as f:
+        assert f.read() == b"B" * SIZE
+    assert delta(s0, stats(m.mnt), "scans")["scans"] == 1
+
+
+def test_a_backend_writer_during_the_decision_is_caught(
+        mount_clamfs, clamd, share):  # noqa: F811
+    """The attacker holds a writable shared mapping of the backend file
+    while read-write opens are decided: none of their verdicts is kept,
+    so EICAR stored through the mapping afterwards (no stamp moves) is
+    found by the next open, read-write or not."""
+    m = mount_scan(mount_clamfs, clamd, backend=share)
+    x = m.b("share", "x")
+    mapper = Mapper(x)
+    try:
+        mapper.store(b"B" * SIZE)
+        s0 = stats(m.mnt)
+        for _ in range(2):
+            assert rw_read(m.m("share", "x")) == b"B" * SIZE
+        assert delta(s0, stats(m.mnt), "scans", "cache_hits") == {
+            "scans": 2, "cache_hits": 0}
+        before = os.stat(x)
+        mapper.store(clamd.eicar)
+        after = os.stat(x)
+        assert (after.st_mtime_ns, after.st_ctime_ns) == \
+            (before.st_mtime_ns, before.st_ctime_ns), \
+            "the store moved a timestamp: the test proves nothing here"
+        assert rw_read(m.m("share", "x")) == 13
+    finally:
+        mapper.close()
+
+
+def test_content_changed_behind_the_mount_is_scanned_again(
+        mount_clamfs, clamd):
+    """Cached clean for read-write opens, then replaced in place on the
+    backend with its mtime put back: the ctime moved, so the next
+    read-write open is a fresh scan, and refused."""
+    m = mount_scan(mount_clamfs, clamd)
+    put(m.b("doc"), b"B" * SIZE)
+    for _ in range(2):
+        assert rw_read(m.m("doc")) == b"B" * SIZE
+    st = os.stat(m.b("doc"))
+    with open(m.b("doc"), "r+b") as f:
+        f.write(clamd.eicar)
+    os.utime(m.b("doc"), ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert rw_read(m.m("doc")) == 13
