@@ -81,6 +81,9 @@ static const struct prom_row table[] = {
 	COUNTER("limits_exceeded", "clamfs_limits_exceeded_total",
 		"Files clamd gave up on at one of its scan limits (not "
 		"detections; on_limits decides)."),
+	COUNTER("opens_redecided", "clamfs_opens_redecided_total",
+		"Read-write opens decided again: the file changed between "
+		"the decision and the open as asked."),
 	COUNTER("opens_excluded", "clamfs_opens_excluded_total",
 		"Opens let through unscanned by a path or user rule."),
 	BY("opens_oversize_allowed", "clamfs_opens_oversize_total", H_OVERSIZE,

@@ -19,6 +19,10 @@ struct fuse_open {
 	struct gate_open o; /* first: the gate hands it back */
 	fuse_req_t req;
 	struct fuse_file_info *fi;
+	/* an open decided as a reader: how to open it as asked */
+	fuse_ino_t ino;
+	struct inode *inode;
+	const struct gate_reply_asked *asked;
 	const struct fuse_entry_param *created; /* NULL: an open */
 	/* kept (the answer comes from a scanner thread): the copies */
 	bool kept;
@@ -44,11 +48,21 @@ static int reopen_readonly_as_opener(struct gate_open *o, int fd)
 	return ret;
 }
 
+static int open_asked(struct gate_open *o)
+{
+	struct fuse_open *fo = (struct fuse_open *)o;
+
+	return fo->asked->open(fo->req, fo->inode, fo->fi);
+}
+
 static struct gate_open *keep(struct gate_open *o)
 {
 	struct fuse_open *fo = (struct fuse_open *)o;
-	struct fuse_open *k = malloc(sizeof(*k));
+	struct fuse_open *k;
 
+	if (fo->kept)
+		return o;
+	k = malloc(sizeof(*k));
 	if (!k)
 		return NULL;
 	*k = *fo;
@@ -85,6 +99,10 @@ static void reply_refused(struct fuse_open *fo, int fd, int err)
 	fuse_req_t req = fo->req;
 
 	close(fd);
+	if (err == EWOULDBLOCK && fo->asked) {
+		fo->asked->later(req, fo->ino, fo->fi);
+		return;
+	}
 	if (fo->created)
 		itab_forget(req_fs(req)->itab, req_inode(req, fo->created->ino),
 			    1);
@@ -110,9 +128,11 @@ static void reply_allowed(struct fuse_open *fo, struct inode *inode, int fd,
 		/*
 		 * With passthrough its writes never reach the daemon: a scan
 		 * running now must not be cached, even if this writer is
-		 * gone by the time the scan ends.
+		 * gone by the time the scan ends. Without, its writes are
+		 * noted as they come (gate_note_write).
 		 */
-		inode_note_write(inode);
+		if (fs->passthrough)
+			inode_note_write(inode);
 	}
 	if (regular)
 		passthrough_open(fs, req, inode, fd, fi);
@@ -147,14 +167,16 @@ static void answer(struct gate_open *o, struct inode *inode, int fd, int err,
 static const struct gate_open_ops fuse_open_ops = {
 	.groups = opener_groups,
 	.reopen_readonly = reopen_readonly_as_opener,
+	.open_asked = open_asked,
 	.keep = keep,
 	.on_interrupt = on_interrupt,
 	.answer = answer,
 };
 
-void gate_reply_open(fuse_req_t req, struct inode *inode, int fd,
-		     struct fuse_file_info *fi,
-		     const struct fuse_entry_param *created)
+static void open_through_gate(fuse_req_t req, struct inode *inode, int fd,
+			      struct fuse_file_info *fi,
+			      const struct fuse_entry_param *created,
+			      fuse_ino_t ino, const struct gate_reply_asked *asked)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fuse_open fo = {
@@ -163,13 +185,32 @@ void gate_reply_open(fuse_req_t req, struct inode *inode, int fd,
 		      .uid = ctx->uid,
 		      .gid = ctx->gid,
 		      .flags = fi->flags,
-		      .is_create = created != NULL},
+		      .is_create = created != NULL,
+		      .as_reader = asked != NULL},
 		.req = req,
 		.fi = fi,
+		.ino = ino,
+		.inode = inode,
+		.asked = asked,
 		.created = created,
 	};
 
 	gate_open(req_fs(req), &fo.o, inode, fd);
+}
+
+void gate_reply_open(fuse_req_t req, struct inode *inode, int fd,
+		     struct fuse_file_info *fi,
+		     const struct fuse_entry_param *created)
+{
+	open_through_gate(req, inode, fd, fi, created, 0, NULL);
+}
+
+void gate_reply_open_as_reader(fuse_req_t req, fuse_ino_t ino,
+			       struct inode *inode, int ro_fd,
+			       struct fuse_file_info *fi,
+			       const struct gate_reply_asked *asked)
+{
+	open_through_gate(req, inode, ro_fd, fi, NULL, ino, asked);
 }
 
 static int inval_inode(struct clamfs_fs *fs, uint64_t nodeid)

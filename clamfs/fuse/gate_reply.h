@@ -19,6 +19,28 @@ void gate_reply_open(fuse_req_t req, struct inode *inode, int fd,
 		     struct fuse_file_info *fi,
 		     const struct fuse_entry_param *created);
 
+/* How an open decided as a reader is then made as asked. */
+struct gate_reply_asked {
+	/*
+	 * The file opened with fi's flags, as the request's caller, without
+	 * waiting on a lease: a new fd, -EWOULDBLOCK, or -errno. Any thread.
+	 */
+	int (*open)(fuse_req_t req, struct inode *inode,
+		    struct fuse_file_info *fi);
+	/* The open made again, the usual way, once no lease holds it. */
+	void (*later)(fuse_req_t req, fuse_ino_t ino,
+		      const struct fuse_file_info *fi);
+};
+
+/*
+ * Replies to a read-write open, decided as a reader's on ro_fd (read-only,
+ * as the caller) and then opened as asked (gate.h). Takes ro_fd.
+ */
+void gate_reply_open_as_reader(fuse_req_t req, fuse_ino_t ino,
+			       struct inode *inode, int ro_fd,
+			       struct fuse_file_info *fi,
+			       const struct gate_reply_asked *asked);
+
 /* How the gate notifies the kernel's caches: set in clamfs_fs.kernel. */
 extern const struct fs_kernel_ops gate_reply_kernel;
 

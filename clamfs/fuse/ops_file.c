@@ -129,9 +129,13 @@ static int open_backend_file(struct clamfs_fs *fs, struct inode *inode,
 	return fd == -1 ? -errno : fd;
 }
 
-/* The backend file the request opens, as its caller; fd or -errno. */
-static int open_as_caller(fuse_req_t req, struct inode *inode,
-			  struct fuse_file_info *fi)
+/*
+ * The backend file the request opens, with flags (fi->flags, or the
+ * read-only open a read-write one is decided on), as its caller; fd or
+ * -errno.
+ */
+static int open_with_flags(fuse_req_t req, struct inode *inode, int flags,
+			   struct fuse_file_info *fi)
 {
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
@@ -141,9 +145,9 @@ static int open_as_caller(fuse_req_t req, struct inode *inode,
 	if (ret)
 		return ret;
 	proc_fd_path(path, inode_fd(inode));
-	fd = open_backend_file(
-		req_fs(req), inode, path,
-		(fi->flags & ~open_flags_drop(inode)) | O_CLOEXEC, fi);
+	fd = open_backend_file(req_fs(req), inode, path,
+			       (flags & ~open_flags_drop(inode)) | O_CLOEXEC,
+			       fi);
 	req_identity_leave(&id);
 	/*
 	 * An execute-only program (mode 0711) is run natively without read
@@ -151,8 +155,8 @@ static int open_as_caller(fuse_req_t req, struct inode *inode,
 	 * caller's execute right is established (by the kernel already
 	 * under default_permissions).
 	 */
-	if (fd == -EACCES && (fi->flags & OPEN_FLAG_EXEC) &&
-	    (fi->flags & O_ACCMODE) == O_RDONLY &&
+	if (fd == -EACCES && (flags & OPEN_FLAG_EXEC) &&
+	    (flags & O_ACCMODE) == O_RDONLY &&
 	    (req_fs(req)->default_permissions ||
 	     req_check_access(req, inode, X_OK) == 0)) {
 		fd = open_nowait(path, O_RDONLY | O_CLOEXEC,
@@ -163,13 +167,41 @@ static int open_as_caller(fuse_req_t req, struct inode *inode,
 	return fd;
 }
 
+static int open_as_caller(fuse_req_t req, struct inode *inode,
+			  struct fuse_file_info *fi)
+{
+	return open_with_flags(req, inode, fi->flags, fi);
+}
+
+/*
+ * A read-write open of a regular file is decided on a read-only fd (as a
+ * reader's: the verdict cache and store serve it, and its scan's verdict
+ * is kept, which the opener's own writable fd would prevent), then made
+ * as asked (gate.h). Not for O_TRUNC, which leaves nothing to decide on,
+ * nor O_NONBLOCK, whose caller is answered at once either way.
+ */
+static bool decided_as_reader(struct inode *inode, int flags)
+{
+	return inode_type(inode) == S_IFREG &&
+	       (flags & O_ACCMODE) == O_RDWR &&
+	       !(flags & (O_TRUNC | O_NONBLOCK | OPEN_FLAG_EXEC));
+}
+
+static void open_later(fuse_req_t req, fuse_ino_t ino,
+		       const struct fuse_file_info *fi);
+
+static const struct gate_reply_asked open_asked = {
+	.open = open_as_caller,
+	.later = open_later,
+};
+
 /*
  * One attempt at an open: true when it answered the request, false when
  * the open would wait on a lease (for a caller who did not ask for
- * O_NONBLOCK).
+ * O_NONBLOCK). as_reader: a read-write open may be decided as a reader.
  */
 static bool open_attempt(fuse_req_t req, fuse_ino_t ino,
-			 struct fuse_file_info *fi)
+			 struct fuse_file_info *fi, bool as_reader)
 {
 	struct timespec pause = {0, NONBLOCK_PAUSE_NS};
 	struct inode *inode = req_inode(req, ino);
@@ -177,6 +209,20 @@ static bool open_attempt(fuse_req_t req, fuse_ino_t ino,
 
 	if (!inode) {
 		fuse_reply_err(req, ESTALE);
+		return true;
+	}
+	if (as_reader && decided_as_reader(inode, fi->flags)) {
+		fd = open_with_flags(req, inode,
+				     (fi->flags & ~(O_ACCMODE | O_APPEND)) |
+					     O_RDONLY,
+				     fi);
+		if (fd == -EWOULDBLOCK)
+			return false;
+		if (fd < 0) {
+			fuse_reply_err(req, -fd);
+			return true;
+		}
+		gate_reply_open_as_reader(req, ino, inode, fd, fi, &open_asked);
 		return true;
 	}
 	fd = open_as_caller(req, inode, fi);
@@ -199,21 +245,30 @@ struct open_later {
 	struct fuse_file_info fi;
 };
 
+/*
+ * Tried again once a lease is out of the way, the usual way: opened as
+ * asked, then decided (a lease holder may take the lease again between
+ * the two opens of a decision made as a reader).
+ */
 static bool open_again(fuse_req_t req, void *data)
 {
 	struct open_later *o = data;
 
-	return open_attempt(req, o->ino, &o->fi);
+	return open_attempt(req, o->ino, &o->fi, false);
+}
+
+static void open_later(fuse_req_t req, fuse_ino_t ino,
+		       const struct fuse_file_info *fi)
+{
+	struct open_later later = {ino, *fi};
+
+	lease_retry(req, open_again, &later, sizeof(later));
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct open_later later;
-
-	if (open_attempt(req, ino, fi))
-		return;
-	later = (struct open_later){ino, *fi};
-	lease_retry(req, open_again, &later, sizeof(later));
+	if (!open_attempt(req, ino, fi, true))
+		open_later(req, ino, fi);
 }
 
 static bool is_special(mode_t mode)

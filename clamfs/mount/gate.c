@@ -209,6 +209,57 @@ static void allow(struct gate_open *o, struct inode *inode, int fd,
 	o->ops->answer(o, inode, fd, 0, keep_cache);
 }
 
+static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
+			     struct gate_open *o, struct inode *inode, int fd);
+
+/* Whether the file open at fd is the one stamped in st, as stamped. */
+static bool stamp_unmoved(int fd, const struct stamp *st)
+{
+	struct vcache_file was, now;
+	struct stat cur;
+
+	if (fstat(fd, &cur) == -1)
+		return false;
+	stamp_key(st, &was);
+	vcache_file_from_stat(&now, &cur);
+	/* the same device and inode number: the same handle */
+	now.ident = was.ident;
+	return vcache_file_same(&now, &was);
+}
+
+/*
+ * Allows an open. One decided as a reader is opened as asked first; if
+ * the file's stamp moved meanwhile (somebody wrote it between the two
+ * opens), what was decided on is not what the caller would get: the open
+ * is decided again on the fd opened as asked, as a read-write open of a
+ * file being written is (scanned, its verdict not kept).
+ */
+static void allow_open(struct clamfs_fs *fs, struct generation *pin,
+		       struct gate_open *o, struct inode *inode, int fd,
+		       const struct stamp *st)
+{
+	int asked;
+
+	if (!o->as_reader) {
+		allow(o, inode, fd, st);
+		return;
+	}
+	asked = o->ops->open_asked(o);
+	if (asked < 0) {
+		/* EWOULDBLOCK too: the FUSE layer opens it again later */
+		refuse(o, inode, fd, -asked);
+		return;
+	}
+	close(fd);
+	o->as_reader = false;
+	if (st && stamp_unmoved(asked, st)) {
+		allow(o, inode, asked, st);
+		return;
+	}
+	stats_inc(&fs->stats, STAT_REDECIDED);
+	gate_open_pinned(fs, pin, o, inode, asked);
+}
+
 /*
  * The name a quarantine or delete removed is still in the kernel's dentry
  * cache for entry_timeout: a write through it would land in the removed
@@ -688,7 +739,7 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 			debug_open(fs, p->fd, "allowed-scanned-clean", p->pid,
 				   p->uid, took);
 		}
-		allow(p->open, p->inode, p->fd, &p->stamp);
+		allow_open(fs, p->pin, p->open, p->inode, p->fd, &p->stamp);
 	}
 out:
 	gen_unpin(cur);
@@ -922,7 +973,7 @@ static int submit(struct clamfs_fs *fs, struct pending *p)
 	 * to read it (NFS root_squash). A close scan's fd is read-only
 	 * already, opened as the owner.
 	 */
-	if (p->open && may_write(p->open->flags)) {
+	if (p->open && may_write(p->open->flags) && !p->open->as_reader) {
 		ro_fd = p->open->ops->reopen_readonly(p->open, p->fd);
 		if (ro_fd < 0)
 			return ro_fd;
@@ -1038,7 +1089,7 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 	int ret;
 
 	if (inode_type(inode) != S_IFREG) {
-		allow(o, inode, fd, NULL);
+		allow_open(fs, pin, o, inode, fd, NULL);
 		return;
 	}
 	ret = stamp_fd(fs, pol, fd, &st);
@@ -1049,26 +1100,28 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 	/*
 	 * Asked for every reader, scanned or not: the pages a reader caches
 	 * are kept for the next one only on a quiet stamp (allow). A
-	 * read-write opener's own fd is a writer: never quiet.
+	 * read-write opener's own fd is a writer: never quiet; one decided
+	 * as a reader has none yet.
 	 */
-	st.quiet = may_read(o->flags) && !may_write(o->flags) &&
+	st.quiet = may_read(o->flags) && (!may_write(o->flags) || o->as_reader) &&
 		   stamp_quiet(inode, fd, &st.st);
 	/*
 	 * A writer may leave ctime as it was where the backend lets it be
 	 * set (the store trusts local filesystems only, but a verdict kept
-	 * for content about to change is worth nothing anyway).
+	 * for content about to change is worth nothing anyway). One decided
+	 * as a reader may write nothing: its writes forget it (gate_note_write).
 	 */
-	if (may_write(o->flags))
+	if (may_write(o->flags) && !o->as_reader)
 		vstore_forget(fs->vstore, st.st.st_dev, st.st.st_ino);
 	if (!may_read(o->flags)) {
 		/* overwriting an infected file is fine: nothing is read */
-		allow(o, inode, fd, &st);
+		allow_open(fs, pin, o, inode, fd, &st);
 		return;
 	}
 	stats_inc(&fs->stats, STAT_OPENS_CHECKED);
 	switch (decide_unscanned(o, fs, pol, inode, fd, &st.st)) {
 	case UNSCANNED_ALLOW:
-		allow(o, inode, fd, &st);
+		allow_open(fs, pin, o, inode, fd, &st);
 		return;
 	case UNSCANNED_DENY:
 		refuse(o, inode, fd, pol->deny_errno);
@@ -1111,7 +1164,7 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 					stats_inc(&fs->stats, STAT_DENIED);
 				refuse(o, inode, fd, ret);
 			} else {
-				allow(o, inode, fd, &st);
+				allow_open(fs, pin, o, inode, fd, &st);
 			}
 			pending_free(p);
 			return;
@@ -1150,7 +1203,7 @@ known_clean:
 	stats_inc(&fs->stats, STAT_CACHE_HITS);
 	debug_open(fs, fd, how, p->pid, p->uid, NULL);
 	pending_free(p);
-	allow(o, inode, fd, &st);
+	allow_open(fs, pin, o, inode, fd, &st);
 }
 
 /* The policy and cache it reads stay while pinned; a scan takes its own. */
@@ -1227,11 +1280,15 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	int rfd;
 
 	/*
-	 * What a writer wrote may never have passed the daemon
-	 * (passthrough, shared mappings): no verdict taken while it was open
-	 * outlives it, and no scan that overlapped it is cached.
+	 * With kernel passthrough what a writer wrote never passed the
+	 * daemon: no verdict taken while it was open outlives it, and no
+	 * scan that overlapped it is cached. Without, every write came as a
+	 * request (a shared mapping's stores too, written back before the
+	 * release) and dropped the verdict then, and none could be kept
+	 * while the writer was open (writes_now): a handle that wrote
+	 * nothing leaves the verdict as it was.
 	 */
-	if (may_write(flags))
+	if (may_write(flags) && fs->passthrough)
 		gate_note_write(fs, inode);
 	if (!may_write(flags) || inode_writers_add(inode, -1) != 0 ||
 	    inode_type(inode) != S_IFREG)
@@ -1417,6 +1474,8 @@ static void invalidate_in(struct generation *g, void *inode)
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode)
 {
 	inode_note_write(inode);
+	/* the store outlives a restart, while the write's new stamp may not */
+	vstore_forget(fs->vstore, inode_dev(inode), inode_ino(inode));
 	/* a request pinned before a reload may still read an older cache */
 	generations_each(fs->gens, invalidate_in, inode);
 }

@@ -27,8 +27,15 @@ struct gate_open_ops {
 	/* fd reopened read-only as the opener: a new fd, or -errno */
 	int (*reopen_readonly)(struct gate_open *o, int fd);
 	/*
+	 * For an open decided as a reader (gate_open.as_reader): the file
+	 * opened as asked, as the opener, without waiting on a lease. A new
+	 * fd, -EWOULDBLOCK where a lease holds it, or -errno.
+	 */
+	int (*open_asked)(struct gate_open *o);
+	/*
 	 * The open waits for a scan, so it outlives gate_open's call: a copy
-	 * to answer later, from a scanner thread; NULL when out of memory.
+	 * to answer later, from a scanner thread (o itself when it is one
+	 * already); NULL when out of memory.
 	 */
 	struct gate_open *(*keep)(struct gate_open *o);
 	/*
@@ -40,6 +47,9 @@ struct gate_open_ops {
 	 * The answer, exactly once per open: refused with err, or allowed
 	 * (err 0), the kernel's cached pages kept when keep_cache. Takes fd
 	 * and, refused, a create's entry reference; frees a kept copy.
+	 * EWOULDBLOCK only for an open decided as a reader whose open as
+	 * asked would wait on a lease: the FUSE layer opens it again, the
+	 * usual way, once the lease is out of the way.
 	 */
 	void (*answer)(struct gate_open *o, struct inode *inode, int fd,
 		       int err, bool keep_cache);
@@ -53,6 +63,14 @@ struct gate_open {
 	gid_t gid;
 	int flags;	/* as open(2)'s */
 	bool is_create; /* holds its directory's lock until answered */
+	/*
+	 * A read-write open handed to gate_open with a read-only fd of the
+	 * file: decided as a reader's would be (the cache and store serve
+	 * it, its scan's verdict is kept), then opened as asked (open_asked)
+	 * and allowed if the file's stamp is still the one decided on, or
+	 * decided again, on the fd opened as asked, if it moved.
+	 */
+	bool as_reader;
 };
 
 /*

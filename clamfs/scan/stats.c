@@ -37,6 +37,7 @@ static const char *const names[STAT_COUNT] = {
 	[STAT_READS] = "daemon_reads",
 	[STAT_WRITES] = "daemon_writes",
 	[STAT_LIMITS] = "limits_exceeded",
+	[STAT_REDECIDED] = "opens_redecided",
 };
 
 static const uint64_t scan_bounds_us[STATS_SCAN_BUCKETS] = {
