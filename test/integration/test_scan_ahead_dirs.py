@@ -142,12 +142,35 @@ def test_a_file_a_writer_holds_is_not_scanned_ahead(mount_clamfs, clamd):
     m = mount_dirs(mount_clamfs, clamd)
     put(m.b("tree", "a"), CLEAN)
     put(m.b("tree", "b"), CLEAN)
-    with open(m.m("tree", "b"), "r+b") as w:
+    # write-only: a read-write open waits for its own verdict, and walks
+    # the directory itself (test_read_write_open_walks_its_directory)
+    w = os.open(m.m("tree", "b"), os.O_WRONLY)
+    try:
         assert try_read(m.m("tree", "a")) == ("ok", CLEAN)
         s = walked(m, 0)
         assert s["ahead_dir_scans"] == 0 and s["ahead_cached"] == 0, s
-        w.write(clamd.eicar)
+        os.write(w, clamd.eicar)
+    finally:
+        os.close(w)
     assert try_read(m.m("tree", "b")) == ("err", "EACCES")
+
+
+def test_read_write_open_walks_its_directory(mount_clamfs, clamd):
+    """A file server opens documents read-write: such an open that waits
+    for a scan has the files beside it scanned ahead, as a reader's."""
+    m = mount_dirs(mount_clamfs, clamd)
+    tree(m, ["a", "b", "c"])
+    fd = os.open(m.m("tree", "a"), os.O_RDWR)
+    os.close(fd)
+    s = walked(m, 2)
+    assert s["ahead_dirs"] == 1 and s["ahead_dir_scans"] == 2, s
+    before = stats(m.mnt)
+    for n in "bc":
+        fd = os.open(m.m("tree", n), os.O_RDWR)
+        assert os.read(fd, 100) == CLEAN + n.encode()
+        os.close(fd)
+    assert delta(before, stats(m.mnt), "scans", "opens_cache_hit") == {
+        "scans": 0, "opens_cache_hit": 2}
 
 
 def test_nothing_is_scanned_ahead_when_turned_off(mount_clamfs, clamd):

@@ -7,14 +7,25 @@
 # one that wrote (any way there is to write through a handle) leaves none.
 import mmap
 import os
+import subprocess
+import time
 
 import pytest
 
-from fsutil import FALLOC_FL_KEEP_SIZE, fallocate
+from clamfstest.env import PYTHON, SLOW
+from fsutil import (FALLOC_FL_KEEP_SIZE, GID_A, UID_A, LineChild, fallocate,
+                    share_of)
 from scanutil import delta, mount_scan, put, stats
-from test_sec_writers import Mapper, share  # noqa: F401 (a fixture)
+from test_sec_lease import HOLDER
+from test_sec_writers import Mapper
 
 SIZE = 68  # as long as the EICAR test file
+
+
+@pytest.fixture
+def share(mount_clamfs):
+    """A backend with a directory an ordinary user may write."""
+    return share_of(mount_clamfs.tempdir("clamfs-rw"))
 
 
 def rw_read(path):
@@ -136,7 +147,7 @@ def test_a_handle_that_wrote_nothing_keeps_the_verdict(mount_clamfs, clamd):
 
 
 def test_a_backend_writer_during_the_decision_is_caught(
-        mount_clamfs, clamd, share):  # noqa: F811
+        mount_clamfs, clamd, share):
     """The attacker holds a writable shared mapping of the backend file
     while read-write opens are decided: none of their verdicts is kept,
     so EICAR stored through the mapping afterwards (no stamp moves) is
@@ -176,3 +187,36 @@ def test_content_changed_behind_the_mount_is_scanned_again(
         f.write(clamd.eicar)
     os.utime(m.b("doc"), ns=(st.st_atime_ns, st.st_mtime_ns))
     assert rw_read(m.m("doc")) == 13
+
+
+# A read lease: broken by an open for writing, not by one for reading.
+READ_HOLDER = HOLDER.replace("os.O_RDWR", "os.O_RDONLY").replace(
+    "fcntl.F_WRLCK", "fcntl.F_RDLCK")
+RW_CAT = ("import os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+          "sys.stdout.buffer.write(os.pread(fd, 4096, 0))")
+
+
+def test_a_read_lease_met_by_the_open_as_asked(mount_clamfs, clamd, share):
+    """The read-only open a decision is made on passes a read lease; the
+    open as asked would wait for its break. It is tried again later, as
+    any open held by a lease, and the caller gets the file once the
+    holder lets go; nobody else waits meanwhile."""
+    m = mount_scan(mount_clamfs, clamd, backend=share)
+    x = m.b("share", "doc")
+    put(x, b"B" * SIZE)
+    os.chown(x, UID_A, GID_A)
+    assert rw_read(m.m("share", "doc")) == b"B" * SIZE
+    holder = LineChild(UID_A, GID_A, READ_HOLDER, [x], "leased")
+    try:
+        victim = subprocess.Popen([PYTHON, "-c", RW_CAT, m.m("share", "doc")],
+                                  stdout=subprocess.PIPE)
+        time.sleep(0.5)
+        assert victim.poll() is None, "the open did not wait for the lease"
+        with open(m.m("share", "doc"), "rb") as f:
+            assert f.read() == b"B" * SIZE
+        holder.ask("release", "released")
+        out, _ = victim.communicate(timeout=30 * SLOW)
+        assert victim.returncode == 0
+        assert out == b"B" * SIZE
+    finally:
+        holder.close()

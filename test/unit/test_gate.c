@@ -45,6 +45,11 @@ static struct {
 	int keeps;
 	int groups_asked;
 	int reopens;
+	int asked;	  /* open_asked calls */
+	const char *name; /* the file an open as asked opens */
+	/* before the open as asked: text written over the file; or errno */
+	const char *write_before_asked;
+	int asked_err;
 	gid_t groups[2];
 	int n_groups;
 } seen = {
@@ -87,6 +92,9 @@ static void forget_seen(void)
 	seen.keeps = 0;
 	seen.groups_asked = 0;
 	seen.reopens = 0;
+	seen.asked = 0;
+	seen.write_before_asked = NULL;
+	seen.asked_err = 0;
 	pthread_mutex_unlock(&seen.lock);
 	atomic_store(&scans, 0);
 }
@@ -175,10 +183,42 @@ static int fake_reopen(struct gate_open *o, int fd)
 	return proc_fd_reopen_readonly(fd, 0);
 }
 
+static void write_file(const char *name, const char *text);
+
+/*
+ * The open as asked, from whichever thread: what the test says comes
+ * first (a writer, or a lease), then the read-write open.
+ */
+static int fake_open_asked(struct gate_open *o)
+{
+	const char *text;
+	int fd, err;
+
+	(void)o;
+	pthread_mutex_lock(&seen.lock);
+	seen.asked++;
+	text = seen.write_before_asked;
+	err = seen.asked_err;
+	pthread_mutex_unlock(&seen.lock);
+	if (err)
+		return -err;
+	if (text) {
+		fd = openat(dir_fd, seen.name, O_WRONLY | O_TRUNC | O_CLOEXEC);
+		if (fd < 0 || write(fd, text, strlen(text)) < 0)
+			note("writer-failed:%d", errno);
+		close(fd);
+	}
+	fd = openat(dir_fd, seen.name, O_RDWR | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
 static struct gate_open *fake_keep(struct gate_open *o)
 {
-	struct fake_open *k = malloc(sizeof(*k));
+	struct fake_open *k;
 
+	if (((struct fake_open *)o)->kept)
+		return o;
+	k = malloc(sizeof(*k));
 	if (!k)
 		return NULL;
 	*k = *(struct fake_open *)o;
@@ -221,6 +261,7 @@ static void fake_answer(struct gate_open *o, struct inode *inode, int fd,
 static const struct gate_open_ops fake_ops = {
 	.groups = fake_groups,
 	.reopen_readonly = fake_reopen,
+	.open_asked = fake_open_asked,
 	.keep = fake_keep,
 	.on_interrupt = fake_on_interrupt,
 	.answer = fake_answer,
@@ -228,6 +269,7 @@ static const struct gate_open_ops fake_ops = {
 
 static void write_file(const char *name, const char *text)
 {
+	/* (the writer before an open as asked writes in a scanner thread) */
 	int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 			0644);
 
@@ -259,6 +301,35 @@ static struct inode *gate_open_as(const char *name, int flags, bool create)
 	assert_int_equal(fstat(pfd, &st), 0);
 	assert_int_equal(itab_insert_ref(fs.itab, pfd, &st, &inode), 0);
 	fd = openat(dir_fd, name, flags | O_CLOEXEC);
+	assert_true(fd >= 0);
+	gate_open(&fs, &fo.o, inode, fd);
+	return inode;
+}
+
+/*
+ * A read-write open of name, decided as a reader: handed to the gate with
+ * a read-only fd, as the FUSE layer does.
+ */
+static struct inode *gate_open_rw_as_reader(const char *name)
+{
+	struct fake_open fo = {
+		.o = {.ops = &fake_ops,
+		      .pid = getpid(),
+		      .uid = 1000,
+		      .gid = 1000,
+		      .flags = O_RDWR,
+		      .as_reader = true},
+	};
+	struct inode *inode = NULL;
+	struct stat st;
+	int pfd, fd;
+
+	seen.name = name;
+	pfd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	assert_true(pfd >= 0);
+	assert_int_equal(fstat(pfd, &st), 0);
+	assert_int_equal(itab_insert_ref(fs.itab, pfd, &st, &inode), 0);
+	fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	gate_open(&fs, &fo.o, inode, fd);
 	return inode;
@@ -525,6 +596,84 @@ static void test_read_write_scanned_through_reopen(void **state)
 	itab_forget(fs.itab, in, 1);
 }
 
+/*
+ * Decided as a reader: scanned on the read-only fd itself (no reopening),
+ * then opened as asked; the verdict is kept, so the next read-write open
+ * is answered at once, and opened as asked too.
+ */
+static void test_read_write_decided_as_reader_then_cached(void **state)
+{
+	struct inode *in;
+
+	(void)state;
+	write_file("doc", "a document opened read-write\n");
+	in = gate_open_rw_as_reader("doc");
+	assert_int_equal(wait_answer(), 0);
+	assert_int_equal(seen.reopens, 0);
+	assert_int_equal(seen.asked, 1);
+	assert_int_equal(atomic_load(&scans), 1);
+	if (!tsgrain_sees_mapped_stores(inode_fd(in), inode_dev(in))) {
+		itab_forget(fs.itab, in, 1); /* tmpfs: nothing is kept */
+		return;
+	}
+	forget_seen();
+	gate_open_rw_as_reader("doc");
+	assert_answered_at_once(0);
+	assert_int_equal(seen.asked, 1);
+	assert_int_equal(atomic_load(&scans), 0);
+	itab_forget(fs.itab, in, 2);
+}
+
+/*
+ * A writer between the decision and the open as asked: the stamp moved,
+ * so the open is decided again on the fd opened as asked, which finds
+ * what the writer put there. From the cache (answered in gate_open) and
+ * after a scan (answered from a scanner thread) alike.
+ */
+static void test_writer_between_decision_and_open_is_caught(void **state)
+{
+	uint64_t again = stats_get(&fs.stats, STAT_REDECIDED);
+	struct timespec tick = {.tv_nsec = 20000000};
+	struct inode *in;
+
+	(void)state;
+	write_file("swap", "clean at first\n");
+	for (int cached = 0; cached < 2; cached++) {
+		forget_seen();
+		seen.write_before_asked = "INFECTED by the writer between\n";
+		/* the writer's ctime must differ from the one decided on */
+		nanosleep(&tick, NULL);
+		in = gate_open_rw_as_reader("swap");
+		assert_int_equal(wait_answer(), EACCES);
+		assert_int_equal(seen.asked, 1);
+		/* decided again: scanned through a read-only reopening */
+		assert_int_equal(seen.reopens, 1);
+		itab_forget(fs.itab, in, 1);
+		write_file("swap", "clean again\n");
+		nanosleep(&tick, NULL);
+		/* scanned (and cached) without a writer, for the next round */
+		forget_seen();
+		in = gate_open_as("swap", O_RDONLY, false);
+		assert_int_equal(wait_answer(), 0);
+		itab_forget(fs.itab, in, 1);
+	}
+	assert_int_equal(stats_get(&fs.stats, STAT_REDECIDED), again + 2);
+}
+
+/* A lease met at the open as asked: the FUSE layer is told to retry. */
+static void test_lease_at_the_open_as_asked(void **state)
+{
+	struct inode *in;
+
+	(void)state;
+	write_file("leased", "clean, and leased by somebody\n");
+	seen.asked_err = EWOULDBLOCK;
+	in = gate_open_rw_as_reader("leased");
+	assert_int_equal(wait_answer(), EWOULDBLOCK);
+	assert_int_equal(seen.asked, 1);
+	itab_forget(fs.itab, in, 1);
+}
+
 /* Too big to scan, refused by policy: at once, with its errno. */
 static void test_oversize_refused_at_once(void **state)
 {
@@ -721,6 +870,11 @@ int main(void)
 		cmocka_unit_test_setup(test_write_only_allowed_unscanned, each),
 		cmocka_unit_test_setup(test_read_write_scanned_through_reopen,
 				       each),
+		cmocka_unit_test_setup(
+			test_read_write_decided_as_reader_then_cached, each),
+		cmocka_unit_test_setup(
+			test_writer_between_decision_and_open_is_caught, each),
+		cmocka_unit_test_setup(test_lease_at_the_open_as_asked, each),
 		cmocka_unit_test_setup(test_oversize_refused_at_once, each),
 		cmocka_unit_test_setup(test_groups_asked_only_for_exempt_gid,
 				       each),
