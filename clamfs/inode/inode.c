@@ -823,6 +823,18 @@ bool inode_stamp_unchanged(struct inode *inode, const struct stat *st,
 	return same;
 }
 
+bool inode_stamp_still(struct inode *inode, const struct stat *st)
+{
+	bool same;
+
+	pthread_mutex_lock(&inode->stamp_lock);
+	same = inode->stamp_valid && inode->stamp_size == st->st_size &&
+	       ts_equal(&inode->stamp_mtime, &st->st_mtim) &&
+	       ts_equal(&inode->stamp_ctime, &st->st_ctim);
+	pthread_mutex_unlock(&inode->stamp_lock);
+	return same;
+}
+
 int inode_writers_add(struct inode *inode, int delta)
 {
 	return atomic_fetch_add(&inode->writers, delta) + delta;

@@ -162,6 +162,11 @@ mode_t inode_type(const struct inode *inode);
  */
 bool inode_stamp_unchanged(struct inode *inode, const struct stat *st,
 			   bool trusted);
+/*
+ * Whether st is the content stamp the last inode_stamp_unchanged recorded,
+ * and that one was trusted; records nothing.
+ */
+bool inode_stamp_still(struct inode *inode, const struct stat *st);
 
 /*
  * Writers through the mount: while any is open, no cached verdict is

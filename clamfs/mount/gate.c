@@ -1271,6 +1271,23 @@ static bool ahead_keepable(const struct stamp *st)
 	return st->window_ns <= SCAN_AHEAD_MAX_WINDOW_NS && st->st.st_nlink > 0;
 }
 
+/*
+ * Whether a writer the kernel served itself (passthrough) wrote nothing:
+ * the file's stamp is still the settled one its open was allowed on
+ * (recorded trusted by allow: a quiet, settled stamp; any open that
+ * overlapped a writer records it untrusted), on a filesystem where even
+ * a store through a mapping moves the stamp. A write after a settled
+ * stamp gives the file a ctime of its own.
+ */
+static bool passthrough_wrote_nothing(struct inode *inode, int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 &&
+	       tsgrain_sees_mapped_stores(fd, st.st_dev) &&
+	       inode_stamp_still(inode, &st);
+}
+
 void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 {
 	struct generation *pin = NULL;
@@ -1280,15 +1297,16 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	int rfd;
 
 	/*
-	 * With kernel passthrough what a writer wrote never passed the
-	 * daemon: no verdict taken while it was open outlives it, and no
-	 * scan that overlapped it is cached. Without, every write came as a
-	 * request (a shared mapping's stores too, written back before the
-	 * release) and dropped the verdict then, and none could be kept
-	 * while the writer was open (writes_now): a handle that wrote
-	 * nothing leaves the verdict as it was.
+	 * Without kernel passthrough every write came as a request (a shared
+	 * mapping's stores too, written back before the release) and dropped
+	 * the verdict then, and none could be kept while the writer was open
+	 * (writes_now): a handle that wrote nothing leaves the verdict as it
+	 * was. With passthrough what a writer wrote never passed the daemon:
+	 * no verdict taken while it was open outlives it, and no scan that
+	 * overlapped it is cached, unless its writes would show.
 	 */
-	if (may_write(flags) && fs->passthrough)
+	if (may_write(flags) && fs->passthrough &&
+	    !passthrough_wrote_nothing(inode, fd))
 		gate_note_write(fs, inode);
 	if (!may_write(flags) || inode_writers_add(inode, -1) != 0 ||
 	    inode_type(inode) != S_IFREG)
