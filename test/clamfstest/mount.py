@@ -174,7 +174,7 @@ def make_tree_dir(prefix="clamfs-t"):
 
 
 def launch(argv, backend, mnt, workdir=None, timeout=10, wait=True,
-           env=None, preexec_fn=None):
+           env=None, preexec_fn=None, pass_fds=()):
     """Starts a FUSE daemon that stays in the foreground (argv holds -f or
     the like) as a child, stdout and stderr to files in workdir, and waits
     (bounded) for its mount to show in mountinfo. Returns the Mount."""
@@ -184,7 +184,7 @@ def launch(argv, backend, mnt, workdir=None, timeout=10, wait=True,
             open(m.stdout_path, "wb") as outf:
         m.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                   stdout=outf, stderr=errf, env=env,
-                                  preexec_fn=preexec_fn)
+                                  preexec_fn=preexec_fn, pass_fds=pass_fds)
     m.pid = m.proc.pid
     m.t_launch = time.monotonic()
     if wait:
