@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Which objects may be judged without the caller's supplementary groups
+ * (groupfree.c): real files in a directory of the build tree, with modes
+ * and ACLs set as an administrator would.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "groupfree.h"
+
+static char dir[PATH_MAX];
+static int dir_fd = -1;
+
+/* A file (or directory) of mode, open O_PATH as the daemon holds it. */
+static int object(const char *name, mode_t mode, bool is_dir)
+{
+	int fd;
+
+	if (is_dir) {
+		assert_int_equal(mkdirat(dir_fd, name, 0700), 0);
+	} else {
+		fd = openat(dir_fd, name,
+			    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	/* chmod: the umask and mkdir would not set every bit */
+	assert_int_equal(fchmodat(dir_fd, name, mode, 0), 0);
+	fd = openat(dir_fd, name, O_PATH | O_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static void assert_judged(const char *name, mode_t mode, bool is_dir, bool want)
+{
+	int fd = object(name, mode, is_dir);
+
+	assert_int_equal(groupfree_judged(fd), want);
+	close(fd);
+}
+
+/* Group rights covering other rights: leaving the groups out only denies. */
+static void test_group_covers_other(void **state)
+{
+	(void)state;
+	assert_judged("f0644", 0644, false, true);
+	assert_judged("f0640", 0640, false, true);
+	assert_judged("f0600", 0600, false, true);
+	assert_judged("f0664", 0664, false, true);
+	assert_judged("d0755", 0755, true, true);
+	assert_judged("d0770", 0770, true, true);
+	/* a shared directory's S_ISGID does not depend on who is a member */
+	assert_judged("d2775", 02775, true, true);
+}
+
+/* Others get what the group does not: a member would be granted more. */
+static void test_group_denies_what_others_get(void **state)
+{
+	(void)state;
+	assert_judged("f0604", 0604, false, false);
+	assert_judged("f0646", 0646, false, false);
+	assert_judged("f0641", 0641, false, false);
+	assert_judged("d0705", 0705, true, false);
+	assert_judged("d0753", 0753, true, false);
+}
+
+/* A file's S_ISGID is kept through a truncate by members only. */
+static void test_setgid_file_needs_groups(void **state)
+{
+	(void)state;
+	assert_judged("f2644", 02644, false, false);
+	assert_judged("f2755", 02755, false, false);
+}
+
+/* An ACL that names a group: the mode's group bits are its mask. */
+static void test_access_acl_needs_groups(void **state)
+{
+	/* owner rw, owning group r, group 4242 nothing, mask r, other r */
+	const uint16_t tags[] = {0x01, 0x04, 0x08, 0x10, 0x20};
+	const uint16_t perms[] = {6, 4, 0, 4, 4};
+	const uint32_t ids[] = {UINT32_MAX, UINT32_MAX, 4242, UINT32_MAX,
+				UINT32_MAX};
+	unsigned char acl[4 + 5 * 8], *p = acl + 4;
+	char path[PATH_MAX + 16];
+	uint32_t version = 2;
+	int fd;
+
+	(void)state;
+	memcpy(acl, &version, 4);
+	for (int i = 0; i < 5; i++, p += 8) {
+		memcpy(p, &tags[i], 2);
+		memcpy(p + 2, &perms[i], 2);
+		memcpy(p + 4, &ids[i], 4);
+	}
+	fd = object("acl", 0644, false);
+	snprintf(path, sizeof(path), "%s/acl", dir);
+	if (setxattr(path, "system.posix_acl_access", acl, sizeof(acl), 0) !=
+	    0) {
+		close(fd);
+		skip(); /* ACLs off on the build tree's filesystem */
+	}
+	assert_false(groupfree_judged(fd));
+	close(fd);
+}
+
+/* A filesystem judging by rules of its own (here procfs) never. */
+static void test_other_filesystems_need_groups(void **state)
+{
+	int fd = open("/proc/self/status", O_PATH | O_CLOEXEC);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_false(groupfree_judged(fd));
+	close(fd);
+	assert_false(groupfree_judged(-1));
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (!getcwd(dir, sizeof(dir) - 16))
+		return -1;
+	strcat(dir, "/groupfree.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return dir_fd < 0 ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	(void)state;
+	close(dir_fd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_group_covers_other),
+		cmocka_unit_test(test_group_denies_what_others_get),
+		cmocka_unit_test(test_setgid_file_needs_groups),
+		cmocka_unit_test(test_access_acl_needs_groups),
+		cmocka_unit_test(test_other_filesystems_need_groups),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
