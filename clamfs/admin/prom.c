@@ -84,6 +84,9 @@ static const struct prom_row table[] = {
 	COUNTER("opens_redecided", "clamfs_opens_redecided_total",
 		"Read-write opens decided again: the file changed between "
 		"the decision and the open as asked."),
+	COUNTER("caller_groups_read", "clamfs_caller_groups_read_total",
+		"Reads of a caller's supplementary groups from /proc (only "
+		"where a permission check may need them)."),
 	COUNTER("opens_excluded", "clamfs_opens_excluded_total",
 		"Opens let through unscanned by a path or user rule."),
 	BY("opens_oversize_allowed", "clamfs_opens_oversize_total", H_OVERSIZE,

@@ -32,18 +32,24 @@ struct fuse_open {
 
 static int opener_groups(struct gate_open *o, gid_t *buf, size_t cap)
 {
-	return fuse_req_getgroups(((struct fuse_open *)o)->req, (int)cap, buf);
+	fuse_req_t req = ((struct fuse_open *)o)->req;
+
+	stats_inc(&req_fs(req)->stats, STAT_GROUPS_READ);
+	return fuse_req_getgroups(req, (int)cap, buf);
 }
 
 static int reopen_readonly_as_opener(struct gate_open *o, int fd)
 {
+	fuse_req_t req = ((struct fuse_open *)o)->req;
 	struct req_identity id;
 	int ret;
 
-	ret = req_identity_enter(((struct fuse_open *)o)->req, &id);
+	ret = req_identity_enter_on(req, &id, &fd, 1);
 	if (ret)
 		return ret;
-	ret = proc_fd_reopen_readonly(fd, 0);
+	do
+		ret = proc_fd_reopen_readonly(fd, 0);
+	while (ret < 0 && req_identity_widen(req, &id, -ret));
 	req_identity_leave(&id);
 	return ret;
 }
@@ -176,7 +182,8 @@ static const struct gate_open_ops fuse_open_ops = {
 static void open_through_gate(fuse_req_t req, struct inode *inode, int fd,
 			      struct fuse_file_info *fi,
 			      const struct fuse_entry_param *created,
-			      fuse_ino_t ino, const struct gate_reply_asked *asked)
+			      fuse_ino_t ino,
+			      const struct gate_reply_asked *asked)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fuse_open fo = {

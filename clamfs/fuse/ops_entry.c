@@ -110,7 +110,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct inode *dir = NULL;
 	struct fuse_entry_param e;
 	struct req_identity id;
-	int ret;
+	int ret, dirfd;
 
 	if (is_dots(name)) {
 		ret = lookup_dots(fs, parent, name, &e);
@@ -121,10 +121,14 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	dir = req_inode(req, parent);
-	ret = dir ? req_identity_enter(req, &id) : -ESTALE;
+	dirfd = dir ? inode_fd(dir) : -1;
+	/* only the directory's search right is checked */
+	ret = dir ? req_identity_enter_on(req, &id, &dirfd, 1) : -ESTALE;
 	if (ret)
 		goto out;
-	ret = fs_lookup_entry(fs, dir, name, &e);
+	do
+		ret = fs_lookup_entry(fs, dir, name, &e);
+	while (ret < 0 && req_identity_widen(req, &id, -ret));
 	/*
 	 * At the cap, the FORGETs of names just evicted may be on their way:
 	 * a short wait spares the caller an EMFILE. Bounded, because this
@@ -513,32 +517,36 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct inode *dir = req_inode(req, parent);
 	struct req_identity id;
-	int dirfd, ret;
+	int dirfd = dir ? inode_fd(dir) : -1, ret;
+	/* only the directory's mode judges; S_ISGID needs the groups */
+	size_t judged_on = (mode & S_ISGID) ? 0 : 1;
 
 	/* a symlink's mode is fixed: the umask does not apply */
 	if (!dir)
 		ret = -ESTALE;
 	else if (kind == NODE_SYMLINK)
-		ret = req_identity_enter(req, &id);
+		ret = req_identity_enter_on(req, &id, &dirfd, judged_on);
 	else
-		ret = req_identity_enter_umask(req, &id);
+		ret = req_identity_enter_umask_on(req, &id, &dirfd, judged_on);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	dirfd = inode_fd(dir);
-	switch (kind) {
-	case NODE_MKNOD:
-		ret = mknodat(dirfd, name, mode, rdev);
-		break;
-	case NODE_MKDIR:
-		ret = mkdirat(dirfd, name, mode);
-		break;
-	case NODE_SYMLINK:
-		ret = symlinkat(target, dirfd, name);
-		break;
-	}
-	finish_new_entry(req, dir, name, ret == -1 ? -errno : 0, &id);
+	do {
+		switch (kind) {
+		case NODE_MKNOD:
+			ret = mknodat(dirfd, name, mode, rdev);
+			break;
+		case NODE_MKDIR:
+			ret = mkdirat(dirfd, name, mode);
+			break;
+		case NODE_SYMLINK:
+			ret = symlinkat(target, dirfd, name);
+			break;
+		}
+		ret = ret == -1 ? -errno : 0;
+	} while (ret < 0 && req_identity_widen(req, &id, -ret));
+	finish_new_entry(req, dir, name, ret, &id);
 }
 
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -588,13 +596,19 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 int flags)
 {
 	struct inode *dir = req_inode(req, parent);
+	int dirfd = dir ? inode_fd(dir) : -1;
 	struct req_identity id;
 	int ret;
 
-	ret = dir ? req_identity_enter(req, &id) : -ESTALE;
+	/* the directory's mode judges (and its sticky bit: owners only) */
+	ret = dir ? req_identity_enter_on(req, &id, &dirfd, 1) : -ESTALE;
 	if (ret == 0) {
-		if (unlinkat(inode_fd(dir), name, flags) == -1)
+		while (unlinkat(dirfd, name, flags) == -1) {
 			ret = -errno;
+			if (!req_identity_widen(req, &id, -ret))
+				break;
+			ret = 0;
+		}
 		req_identity_leave(&id);
 	}
 	fuse_reply_err(req, -ret);

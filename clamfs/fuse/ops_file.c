@@ -139,15 +139,19 @@ static int open_with_flags(fuse_req_t req, struct inode *inode, int flags,
 {
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
+	int pfd = inode_fd(inode);
 	int fd, ret;
 
-	ret = req_identity_enter(req, &id);
+	/* through the /proc link: only the file's own mode is checked */
+	ret = req_identity_enter_on(req, &id, &pfd, 1);
 	if (ret)
 		return ret;
-	proc_fd_path(path, inode_fd(inode));
-	fd = open_backend_file(req_fs(req), inode, path,
-			       (flags & ~open_flags_drop(inode)) | O_CLOEXEC,
-			       fi);
+	proc_fd_path(path, pfd);
+	do
+		fd = open_backend_file(
+			req_fs(req), inode, path,
+			(flags & ~open_flags_drop(inode)) | O_CLOEXEC, fi);
+	while (fd < 0 && req_identity_widen(req, &id, -fd));
 	req_identity_leave(&id);
 	/*
 	 * An execute-only program (mode 0711) is run natively without read
@@ -182,8 +186,7 @@ static int open_as_caller(fuse_req_t req, struct inode *inode,
  */
 static bool decided_as_reader(struct inode *inode, int flags)
 {
-	return inode_type(inode) == S_IFREG &&
-	       (flags & O_ACCMODE) == O_RDWR &&
+	return inode_type(inode) == S_IFREG && (flags & O_ACCMODE) == O_RDWR &&
 	       !(flags & (O_TRUNC | O_NONBLOCK | OPEN_FLAG_EXEC));
 }
 
@@ -212,10 +215,9 @@ static bool open_attempt(fuse_req_t req, fuse_ino_t ino,
 		return true;
 	}
 	if (as_reader && decided_as_reader(inode, fi->flags)) {
-		fd = open_with_flags(req, inode,
-				     (fi->flags & ~(O_ACCMODE | O_APPEND)) |
-					     O_RDONLY,
-				     fi);
+		fd = open_with_flags(
+			req, inode,
+			(fi->flags & ~(O_ACCMODE | O_APPEND)) | O_RDONLY, fi);
 		if (fd == -EWOULDBLOCK)
 			return false;
 		if (fd < 0) {
@@ -330,15 +332,29 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	struct inode *dir = req_inode(req, parent);
 	struct fuse_entry_param e;
 	struct req_identity id;
-	int fd, ret, wide, narrow;
+	int fd, ret, wide, narrow, dirfd;
 
-	ret = dir ? req_identity_enter_umask(req, &id) : -ESTALE;
+	dirfd = dir ? inode_fd(dir) : -1;
+	/*
+	 * With O_EXCL only the directory's mode judges the create; without,
+	 * an existing file's own would, and it may be made between a look
+	 * at it and the open. S_ISGID is kept only for a member of the
+	 * directory's group: those read the groups first.
+	 */
+	if (!dir)
+		ret = -ESTALE;
+	else if ((mode & S_ISGID) || !(fi->flags & O_EXCL))
+		ret = req_identity_enter_umask(req, &id);
+	else
+		ret = req_identity_enter_umask_on(req, &id, &dirfd, 1);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
 	wide = writeback_flags(fs, true, fi->flags);
-	fd = create_open(inode_fd(dir), name, wide, mode);
+	do
+		fd = create_open(dirfd, name, wide, mode);
+	while (fd < 0 && req_identity_widen(req, &id, -fd));
 	/* an existing file the caller may write but not read, or append-only */
 	if (fd < 0 && (narrow = narrow_flags(-fd, wide, fi->flags)) != -1) {
 		fd = create_open(inode_fd(dir), name, narrow, mode);

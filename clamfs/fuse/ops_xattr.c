@@ -22,19 +22,30 @@
  * the *xattr calls, and l*xattr would act on the proc link: no race-free
  * way exists, so symlinks have no xattrs through the mount.
  */
+enum xattr_identity {
+	XATTR_AS_DAEMON,
+	/* reads: judged on the inode's own mode (req_identity_enter_on) */
+	XATTR_AS_READER,
+	/* writes: an ACL's S_ISGID stays only for a member of the group */
+	XATTR_AS_CALLER,
+};
+
 static int xattr_begin_as(fuse_req_t req, fuse_ino_t ino,
 			  struct req_identity *id, char path[PROC_FD_PATH_MAX],
-			  bool as_caller)
+			  enum xattr_identity as)
 {
 	struct inode *inode = req_inode(req, ino);
+	int fd;
 
 	if (!inode)
 		return -ESTALE;
 	if (inode_type(inode) == S_IFLNK)
 		return -ENOTSUP;
-	proc_fd_path(path, inode_fd(inode));
-	if (as_caller)
-		return req_identity_enter(req, id);
+	fd = inode_fd(inode);
+	proc_fd_path(path, fd);
+	if (as != XATTR_AS_DAEMON)
+		return req_identity_enter_on(req, id, &fd,
+					     as == XATTR_AS_READER ? 1 : 0);
 	/* what req_identity_leave undoes: nothing */
 	id->switched = false;
 	id->groups = NULL;
@@ -44,7 +55,7 @@ static int xattr_begin_as(fuse_req_t req, fuse_ino_t ino,
 static int xattr_begin(fuse_req_t req, fuse_ino_t ino, struct req_identity *id,
 		       char path[PROC_FD_PATH_MAX])
 {
-	return xattr_begin_as(req, ino, id, path, true);
+	return xattr_begin_as(req, ino, id, path, XATTR_AS_CALLER);
 }
 
 /*
@@ -87,7 +98,9 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 		cmd_xattr_get(req, ino, name, size);
 		return;
 	}
-	ret = xattr_begin_as(req, ino, &id, path, !identity_free(name));
+	ret = xattr_begin_as(req, ino, &id, path,
+			     identity_free(name) ? XATTR_AS_DAEMON
+						 : XATTR_AS_READER);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -95,8 +108,10 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 	if (size && !(buf = malloc(size))) {
 		err = ENOMEM;
 	} else {
-		n = getxattr(path, name, buf, size);
-		err = errno;
+		do {
+			n = getxattr(path, name, buf, size);
+			err = errno;
+		} while (n == -1 && req_identity_widen(req, &id, err));
 	}
 	req_identity_leave(&id);
 	reply_xattr_value(req, size, n, err, buf);
@@ -143,7 +158,7 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 			fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	ret = xattr_begin(req, ino, &id, path);
+	ret = xattr_begin_as(req, ino, &id, path, XATTR_AS_READER);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -151,6 +166,8 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	/* the whole list, even for a size query: filtering changes it */
 	for (;;) {
 		n = listxattr(path, NULL, 0);
+		if (n == -1 && req_identity_widen(req, &id, errno))
+			continue;
 		if (n <= 0)
 			break;
 		free(buf);

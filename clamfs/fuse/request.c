@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "creds.h"
+#include "groupfree.h"
 #include "log.h"
 #include "procfd.h"
 
@@ -21,6 +22,7 @@ static int identity_fetch_groups(fuse_req_t req, struct req_identity *id)
 	int n;
 
 	id->groups = id->small_groups;
+	stats_inc(&req_fs(req)->stats, STAT_GROUPS_READ);
 	n = fuse_req_getgroups(req, (int)cap, id->groups);
 	if (n >= 0 && (size_t)n > cap) {
 		/* the set can change between calls: ask until it fits */
@@ -61,14 +63,31 @@ static int identity_groups(fuse_req_t req, struct req_identity *id,
 	return -EACCES;
 }
 
+/* Whether no object at fds needs the caller's groups to be judged. */
+static bool groups_can_wait(const int *fds, size_t n)
+{
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!groupfree_judged(fds[i]))
+			return false;
+	return true;
+}
+
+/*
+ * Switches to the requester; without its supplementary groups when the
+ * call is judged only on the objects at fds and none needs them (see
+ * groupfree.h; req_identity_widen then).
+ */
 static int identity_enter(fuse_req_t req, struct req_identity *id,
-			  bool with_umask)
+			  bool with_umask, const int *fds, size_t nfds)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct creds who = {.uid = ctx->uid, .gid = ctx->gid};
+	struct creds who = {.uid = ctx->uid, .gid = ctx->gid, .ngroups = 0};
 	int ret;
 
 	id->switched = false;
+	id->without_groups = false;
 	id->groups = NULL;
 	if (with_umask) {
 		ret = creds_set_umask(ctx->umask);
@@ -77,7 +96,8 @@ static int identity_enter(fuse_req_t req, struct req_identity *id,
 	}
 	if (!creds_need_switch(ctx->uid, ctx->gid))
 		return 0;
-	ret = identity_groups(req, id, &who);
+	id->without_groups = groups_can_wait(fds, nfds);
+	ret = id->without_groups ? 0 : identity_groups(req, id, &who);
 	if (ret == 0)
 		ret = creds_assume(&who);
 	if (ret) {
@@ -86,6 +106,22 @@ static int identity_enter(fuse_req_t req, struct req_identity *id,
 	}
 	id->switched = true;
 	return 0;
+}
+
+bool req_identity_widen(fuse_req_t req, struct req_identity *id, int err)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct creds who = {.uid = ctx->uid, .gid = ctx->gid};
+
+	if (!id->without_groups || (err != EACCES && err != EPERM))
+		return false;
+	creds_restore();
+	id->switched = false;
+	id->without_groups = false;
+	if (identity_groups(req, id, &who) != 0 || creds_assume(&who) != 0)
+		return false; /* err stands: the call is not made again */
+	id->switched = true;
+	return true;
 }
 
 int req_check_access(fuse_req_t req, struct inode *inode, int mode)
@@ -129,12 +165,24 @@ void req_writer_leave(bool switched)
 
 int req_identity_enter(fuse_req_t req, struct req_identity *id)
 {
-	return identity_enter(req, id, false);
+	return identity_enter(req, id, false, NULL, 0);
 }
 
 int req_identity_enter_umask(fuse_req_t req, struct req_identity *id)
 {
-	return identity_enter(req, id, true);
+	return identity_enter(req, id, true, NULL, 0);
+}
+
+int req_identity_enter_on(fuse_req_t req, struct req_identity *id,
+			  const int *fds, size_t nfds)
+{
+	return identity_enter(req, id, false, fds, nfds);
+}
+
+int req_identity_enter_umask_on(fuse_req_t req, struct req_identity *id,
+				const int *fds, size_t nfds)
+{
+	return identity_enter(req, id, true, fds, nfds);
 }
 
 void req_identity_leave(struct req_identity *id)

@@ -36,6 +36,7 @@ static inline int fi_fd(const struct fuse_file_info *fi)
 /* Per-request identity (creds.h) taken from the FUSE request. */
 struct req_identity {
 	bool switched;
+	bool without_groups; /* switched, groups not read yet */
 	gid_t small_groups[64];
 	gid_t *groups; /* small_groups, or heap when the caller has more */
 };
@@ -62,6 +63,23 @@ void req_writer_leave(bool switched);
 int req_identity_enter(fuse_req_t req, struct req_identity *id);
 /* Same, and applies the requester's umask for a create-type request. */
 int req_identity_enter_umask(fuse_req_t req, struct req_identity *id);
+/*
+ * The same for a call whose outcome the caller's supplementary groups
+ * change only through the permission checks of the objects open at fds
+ * (a file opened through its /proc link; the directories a name is
+ * made, looked up or removed in): where none of those needs the groups
+ * (groupfree.h) they are not read, and a call that then fails with
+ * EACCES or EPERM is made again after req_identity_widen.
+ */
+int req_identity_enter_on(fuse_req_t req, struct req_identity *id,
+			  const int *fds, size_t nfds);
+int req_identity_enter_umask_on(fuse_req_t req, struct req_identity *id,
+				const int *fds, size_t nfds);
+/*
+ * After a call failed with err: when that may be for the groups left
+ * out, switches again with them and says to make the call again.
+ */
+bool req_identity_widen(fuse_req_t req, struct req_identity *id, int err);
 void req_identity_leave(struct req_identity *id);
 
 /*

@@ -1103,13 +1103,15 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 	 * read-write opener's own fd is a writer: never quiet; one decided
 	 * as a reader has none yet.
 	 */
-	st.quiet = may_read(o->flags) && (!may_write(o->flags) || o->as_reader) &&
+	st.quiet = may_read(o->flags) &&
+		   (!may_write(o->flags) || o->as_reader) &&
 		   stamp_quiet(inode, fd, &st.st);
 	/*
 	 * A writer may leave ctime as it was where the backend lets it be
 	 * set (the store trusts local filesystems only, but a verdict kept
 	 * for content about to change is worth nothing anyway). One decided
-	 * as a reader may write nothing: its writes forget it (gate_note_write).
+	 * as a reader may write nothing: its writes forget it
+	 * (gate_note_write).
 	 */
 	if (may_write(o->flags) && !o->as_reader)
 		vstore_forget(fs->vstore, st.st.st_dev, st.st.st_ino);

@@ -38,6 +38,7 @@ static const char *const names[STAT_COUNT] = {
 	[STAT_WRITES] = "daemon_writes",
 	[STAT_LIMITS] = "limits_exceeded",
 	[STAT_REDECIDED] = "opens_redecided",
+	[STAT_GROUPS_READ] = "caller_groups_read",
 };
 
 static const uint64_t scan_bounds_us[STATS_SCAN_BUCKETS] = {

@@ -45,8 +45,9 @@ enum stat_counter {
 	STAT_READS,		 /* READ requests the daemon served */
 	STAT_WRITES,		 /* WRITE requests the daemon served */
 	STAT_LIMITS,		 /* clamd gave up at a scan limit */
-	STAT_REDECIDED, /* read-write opens whose file moved between
-			 * deciding and opening as asked (gate.h) */
+	STAT_REDECIDED,		 /* read-write opens whose file moved between
+				  * deciding and opening as asked (gate.h) */
+	STAT_GROUPS_READ, /* callers' groups read from /proc (request.h) */
 	STAT_COUNT
 };
 
