@@ -61,19 +61,22 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct inode *dir = req_inode(req, ino);
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
-	int fd = -1, ret;
+	int fd = -1, ret, dirfd;
 
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ret = dir ? req_identity_enter(req, &id) : -ESTALE;
+	dirfd = dir ? inode_fd(dir) : -1;
+	ret = dir ? req_identity_enter_on(req, &id, &dirfd, 1) : -ESTALE;
 	if (ret)
 		goto fail;
 	/* openat(fd, ".") would also need search (x) permission */
-	proc_fd_path(path, inode_fd(dir));
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ret = fd == -1 ? -errno : 0;
+	proc_fd_path(path, dirfd);
+	do {
+		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ret = fd == -1 ? -errno : 0;
+	} while (ret && req_identity_widen(req, &id, -ret));
 	req_identity_leave(&id);
 	if (ret)
 		goto fail;
@@ -182,7 +185,14 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	if (ret)
 		goto out_free;
 	if (attach) {
-		ret = req_identity_enter(req, &id);
+		int dirfd = inode_fd(dir);
+
+		/*
+		 * Only the directory's search right is checked; an entry
+		 * refused for all that (its mode changed meanwhile) is
+		 * named only, and the kernel looks it up itself.
+		 */
+		ret = req_identity_enter_on(req, &id, &dirfd, 1);
 		if (ret)
 			goto out;
 		entered = true;

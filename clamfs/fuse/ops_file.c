@@ -13,6 +13,7 @@
 
 #include "gate.h"
 #include "gate_reply.h"
+#include "groupfree.h"
 #include "lease_retry.h"
 #include "ops.h"
 #include "passthrough.h"
@@ -325,6 +326,14 @@ static int create_open(int dirfd, const char *name, int flags, mode_t mode)
 	return fd;
 }
 
+/* Whether the file open at fd judges the caller alike whatever its groups. */
+static bool judged_alike(fuse_req_t req, int fd)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	return groupfree_judged(fd, ctx->uid, ctx->gid);
+}
+
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	       struct fuse_file_info *fi)
 {
@@ -336,14 +345,15 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 
 	dirfd = dir ? inode_fd(dir) : -1;
 	/*
-	 * With O_EXCL only the directory's mode judges the create; without,
-	 * an existing file's own would, and it may be made between a look
-	 * at it and the open. S_ISGID is kept only for a member of the
-	 * directory's group: those read the groups first.
+	 * The directory's mode judges a create; an existing file's own an
+	 * open of it, which is looked at once open (it may appear between a
+	 * look and the open): O_TRUNC would have changed it by then. S_ISGID
+	 * is kept only for a member of the directory's group. Those two read
+	 * the groups first.
 	 */
 	if (!dir)
 		ret = -ESTALE;
-	else if ((mode & S_ISGID) || !(fi->flags & O_EXCL))
+	else if ((mode & S_ISGID) || (fi->flags & O_TRUNC))
 		ret = req_identity_enter_umask(req, &id);
 	else
 		ret = req_identity_enter_umask_on(req, &id, &dirfd, 1);
@@ -352,9 +362,16 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		return;
 	}
 	wide = writeback_flags(fs, true, fi->flags);
-	do
+	for (;;) {
 		fd = create_open(dirfd, name, wide, mode);
-	while (fd < 0 && req_identity_widen(req, &id, -fd));
+		if (fd >= 0 && id.without_groups && !judged_alike(req, fd)) {
+			/* another's file, that its group judges: again */
+			close(fd);
+			fd = -EACCES;
+		}
+		if (fd >= 0 || !req_identity_widen(req, &id, -fd))
+			break;
+	}
 	/* an existing file the caller may write but not read, or append-only */
 	if (fd < 0 && (narrow = narrow_flags(-fd, wide, fi->flags)) != -1) {
 		fd = create_open(inode_fd(dir), name, narrow, mode);

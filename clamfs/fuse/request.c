@@ -64,12 +64,12 @@ static int identity_groups(fuse_req_t req, struct req_identity *id,
 }
 
 /* Whether no object at fds needs the caller's groups to be judged. */
-static bool groups_can_wait(const int *fds, size_t n)
+static bool groups_can_wait(const struct creds *who, const int *fds, size_t n)
 {
 	if (n == 0)
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!groupfree_judged(fds[i]))
+		if (!groupfree_judged(fds[i], who->uid, who->gid))
 			return false;
 	return true;
 }
@@ -96,7 +96,7 @@ static int identity_enter(fuse_req_t req, struct req_identity *id,
 	}
 	if (!creds_need_switch(ctx->uid, ctx->gid))
 		return 0;
-	id->without_groups = groups_can_wait(fds, nfds);
+	id->without_groups = groups_can_wait(&who, fds, nfds);
 	ret = id->without_groups ? 0 : identity_groups(req, id, &who);
 	if (ret == 0)
 		ret = creds_assume(&who);

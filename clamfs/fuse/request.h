@@ -67,9 +67,10 @@ int req_identity_enter_umask(fuse_req_t req, struct req_identity *id);
  * The same for a call whose outcome the caller's supplementary groups
  * change only through the permission checks of the objects open at fds
  * (a file opened through its /proc link; the directories a name is
- * made, looked up or removed in): where none of those needs the groups
- * (groupfree.h) they are not read, and a call that then fails with
- * EACCES or EPERM is made again after req_identity_widen.
+ * made, looked up or removed in): where those judge the caller the same
+ * whatever its groups (groupfree.h) they are not read. A call that then
+ * fails with EACCES or EPERM (an object changed meanwhile) is made again
+ * after req_identity_widen.
  */
 int req_identity_enter_on(fuse_req_t req, struct req_identity *id,
 			  const int *fds, size_t nfds);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Objects whose permission checks need no supplementary groups to be
- * made safely first (groupfree.h).
+ * Objects whose permission checks come out the same whatever a caller's
+ * supplementary groups are (groupfree.h).
  */
 #include "groupfree.h"
 
@@ -59,21 +59,20 @@ static bool has_access_acl(int fd)
 	return errno != ENODATA && errno != EOPNOTSUPP;
 }
 
-bool groupfree_judged(int fd)
+bool groupfree_judged(int fd, uid_t uid, gid_t gid)
 {
 	struct stat st;
-	mode_t group, other;
+	bool owner;
 
-	if (fstat(fd, &st) == -1)
+	if (fstat(fd, &st) == -1 || !mode_and_posix_acl_only(fd))
 		return false;
-	/*
-	 * A file's S_ISGID survives a truncate or chmod by a member of its
-	 * group only: no error would tell that the groups were missing.
-	 */
 	if (!S_ISDIR(st.st_mode) && (st.st_mode & S_ISGID))
 		return false;
-	group = (st.st_mode >> 3) & 7;
-	other = st.st_mode & 7;
-	return (group & other) == other && mode_and_posix_acl_only(fd) &&
-	       !has_access_acl(fd);
+	/* an ACL's owner entry is the owner's, whatever its groups */
+	owner = st.st_uid == uid;
+	if (owner)
+		return true;
+	if (has_access_acl(fd))
+		return false;
+	return st.st_gid == gid || ((st.st_mode >> 3) & 7) == (st.st_mode & 7);
 }

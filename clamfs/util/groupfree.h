@@ -1,28 +1,28 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Whether a request may first be carried out without the caller's
+ * Whether a request may be carried out without the caller's
  * supplementary groups, which cost a read of the caller's /proc status
- * file (the largest cost of a request by an ordinary user). On an object
- * whose access is judged by its mode bits alone, and whose group class
- * has every right its other class has, a caller left without its
- * supplementary groups is judged as a member of the group or as other:
- * never granted more than with them. Such a call either ends as it would
- * with the groups, or fails with EACCES or EPERM and is made again with
- * them (request.h). An access ACL, a file with S_ISGID (kept through a
- * truncate or chmod only by a member of its group, silently), or a
- * filesystem that judges access by rules of its own (NFS, CIFS, FUSE,
- * ...), and the groups are read first.
+ * file (the largest cost of a request by an ordinary user). It may where
+ * the objects that judge it would judge the caller the same with the
+ * groups as without: the caller owns the object, or its primary group is
+ * the object's, or the group bits give exactly what the other bits give,
+ * with no access ACL (which may name groups) unless the caller owns it,
+ * on a local filesystem judged by mode bits and POSIX ACLs only (a
+ * network filesystem's server may deny by a group no mode shows), and
+ * not a file with S_ISGID (kept through a truncate or chmod only by a
+ * member of its group, without an error to tell).
  */
 #ifndef CLAMFS_GROUPFREE_H
 #define CLAMFS_GROUPFREE_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /*
  * Whether the permission check of the object open at fd (any fd, O_PATH
- * too) made without the caller's supplementary groups can only be
- * stricter than one made with them.
+ * too) for a caller of fsuid uid and fsgid gid comes out the same
+ * whatever supplementary groups the caller has.
  */
-bool groupfree_judged(int fd);
+bool groupfree_judged(int fd, uid_t uid, gid_t gid);
 
 #endif

@@ -157,3 +157,30 @@ def test_groups_that_change_while_a_user_works(m):
     r = run_py(SWITCHER, [m.m("g"), json.dumps(script)])
     got = json.loads(r.stdout)
     assert got == ["group only", 13, "group only", 13, 13, "group only"]
+
+
+def test_a_file_made_behind_a_create_is_judged_with_the_groups(
+        mount_clamfs, clamd):
+    """The kernel sends CREATE for a name it believes absent (here a
+    cached miss); the backend may have the file by then, made by another
+    user with a mode whose group bits deny its group. The create opens
+    that file as an open would: its group member is refused, not judged
+    as one of the others."""
+    m = mount_scan(mount_clamfs, clamd, "negative_timeout=60")
+    os.chmod(m.backend, 0o777)
+    assert not os.path.exists(m.m("late"))  # the miss, cached
+    put(m.b("late"), b"others may read, the group may not")
+    os.chown(m.b("late"), 0, GID_SHARED)
+    os.chmod(m.b("late"), 0o604)
+    code = """
+emit(outcome(lambda: os.close(os.open(P("late"), os.O_RDONLY | os.O_CREAT,
+                                      0o644))))
+"""
+    s0 = stats(m.mnt)
+    assert run_as(UID_A, GID_A, [GID_SHARED], code, m.mnt) == \
+        ["err", "EACCES"]
+    # (it was a CREATE: the groups were read once the file was seen)
+    assert delta(s0, stats(m.mnt), "caller_groups_read") == {
+        "caller_groups_read": 1}
+    assert run_as(UID_A, GID_A, [GID_SHARED], code, m.backend) == \
+        ["err", "EACCES"]

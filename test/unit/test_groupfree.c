@@ -44,48 +44,76 @@ static int object(const char *name, mode_t mode, bool is_dir)
 	return fd;
 }
 
+/* Neither the owner nor of the object's primary group. */
+#define STRANGER_UID ((uid_t)4000)
+#define STRANGER_GID ((gid_t)4000)
+
 static void assert_judged(const char *name, mode_t mode, bool is_dir, bool want)
 {
 	int fd = object(name, mode, is_dir);
 
-	assert_int_equal(groupfree_judged(fd), want);
+	assert_int_equal(groupfree_judged(fd, STRANGER_UID, STRANGER_GID),
+			 want);
 	close(fd);
 }
 
-/* Group rights covering other rights: leaving the groups out only denies. */
-static void test_group_covers_other(void **state)
+/* Group bits equal to the other bits: no membership changes anything. */
+static void test_group_same_as_other(void **state)
 {
 	(void)state;
 	assert_judged("f0644", 0644, false, true);
-	assert_judged("f0640", 0640, false, true);
 	assert_judged("f0600", 0600, false, true);
-	assert_judged("f0664", 0664, false, true);
+	assert_judged("f0666", 0666, false, true);
 	assert_judged("d0755", 0755, true, true);
-	assert_judged("d0770", 0770, true, true);
+	assert_judged("d0711", 0711, true, true);
 	/* a shared directory's S_ISGID does not depend on who is a member */
-	assert_judged("d2775", 02775, true, true);
+	assert_judged("d2755", 02755, true, true);
 }
 
-/* Others get what the group does not: a member would be granted more. */
-static void test_group_denies_what_others_get(void **state)
+/*
+ * The group gets more, or less, than others: a supplementary group may
+ * grant, or deny, so the groups are read first.
+ */
+static void test_group_differs_from_other(void **state)
 {
 	(void)state;
+	assert_judged("f0640", 0640, false, false);
+	assert_judged("f0664", 0664, false, false);
 	assert_judged("f0604", 0604, false, false);
 	assert_judged("f0646", 0646, false, false);
-	assert_judged("f0641", 0641, false, false);
+	assert_judged("d0770", 0770, true, false);
+	assert_judged("d2770", 02770, true, false);
 	assert_judged("d0705", 0705, true, false);
-	assert_judged("d0753", 0753, true, false);
+}
+
+/* The owner, or a caller of the object's primary group: judged alike. */
+static void test_owner_and_primary_group(void **state)
+{
+	struct stat st;
+	int fd = object("team", 0460, false);
+
+	(void)state;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(groupfree_judged(fd, st.st_uid, STRANGER_GID));
+	assert_true(groupfree_judged(fd, STRANGER_UID, st.st_gid));
+	assert_false(groupfree_judged(fd, STRANGER_UID, STRANGER_GID));
+	close(fd);
 }
 
 /* A file's S_ISGID is kept through a truncate by members only. */
 static void test_setgid_file_needs_groups(void **state)
 {
+	struct stat st;
+	int fd = object("f2644", 02644, false);
+
 	(void)state;
-	assert_judged("f2644", 02644, false, false);
-	assert_judged("f2755", 02755, false, false);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_false(groupfree_judged(fd, STRANGER_UID, STRANGER_GID));
+	assert_false(groupfree_judged(fd, st.st_uid, st.st_gid));
+	close(fd);
 }
 
-/* An ACL that names a group: the mode's group bits are its mask. */
+/* An ACL may name groups: read them, unless the caller owns the file. */
 static void test_access_acl_needs_groups(void **state)
 {
 	/* owner rw, owning group r, group 4242 nothing, mask r, other r */
@@ -96,6 +124,7 @@ static void test_access_acl_needs_groups(void **state)
 	unsigned char acl[4 + 5 * 8], *p = acl + 4;
 	char path[PATH_MAX + 16];
 	uint32_t version = 2;
+	struct stat st;
 	int fd;
 
 	(void)state;
@@ -112,7 +141,10 @@ static void test_access_acl_needs_groups(void **state)
 		close(fd);
 		skip(); /* ACLs off on the build tree's filesystem */
 	}
-	assert_false(groupfree_judged(fd));
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_false(groupfree_judged(fd, STRANGER_UID, STRANGER_GID));
+	assert_false(groupfree_judged(fd, STRANGER_UID, st.st_gid));
+	assert_true(groupfree_judged(fd, st.st_uid, STRANGER_GID));
 	close(fd);
 }
 
@@ -123,9 +155,9 @@ static void test_other_filesystems_need_groups(void **state)
 
 	(void)state;
 	assert_true(fd >= 0);
-	assert_false(groupfree_judged(fd));
+	assert_false(groupfree_judged(fd, 0, 0));
 	close(fd);
-	assert_false(groupfree_judged(-1));
+	assert_false(groupfree_judged(-1, 0, 0));
 }
 
 static int setup(void **state)
@@ -153,8 +185,9 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_group_covers_other),
-		cmocka_unit_test(test_group_denies_what_others_get),
+		cmocka_unit_test(test_group_same_as_other),
+		cmocka_unit_test(test_group_differs_from_other),
+		cmocka_unit_test(test_owner_and_primary_group),
 		cmocka_unit_test(test_setgid_file_needs_groups),
 		cmocka_unit_test(test_access_acl_needs_groups),
 		cmocka_unit_test(test_other_filesystems_need_groups),
