@@ -279,10 +279,12 @@ static void write_file(const char *name, const char *text)
 }
 
 /*
- * Opens name as uid 1000 through the gate and returns the inode (with one
+ * Opens name as uid 1000 through the gate, asking for flags, with the
+ * backend fd opened with fd_flags, and returns the inode (with one
  * reference, the kernel's in the daemon) for the caller to forget.
  */
-static struct inode *gate_open_as(const char *name, int flags, bool create)
+static struct inode *gate_open_with(const char *name, int flags, int fd_flags,
+				    bool create, bool as_reader)
 {
 	struct fake_open fo = {
 		.o = {.ops = &fake_ops,
@@ -290,35 +292,8 @@ static struct inode *gate_open_as(const char *name, int flags, bool create)
 		      .uid = 1000,
 		      .gid = 1000,
 		      .flags = flags,
-		      .is_create = create},
-	};
-	struct inode *inode = NULL;
-	struct stat st;
-	int pfd, fd;
-
-	pfd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	assert_true(pfd >= 0);
-	assert_int_equal(fstat(pfd, &st), 0);
-	assert_int_equal(itab_insert_ref(fs.itab, pfd, &st, &inode), 0);
-	fd = openat(dir_fd, name, flags | O_CLOEXEC);
-	assert_true(fd >= 0);
-	gate_open(&fs, &fo.o, inode, fd);
-	return inode;
-}
-
-/*
- * A read-write open of name, decided as a reader: handed to the gate with
- * a read-only fd, as the FUSE layer does.
- */
-static struct inode *gate_open_rw_as_reader(const char *name)
-{
-	struct fake_open fo = {
-		.o = {.ops = &fake_ops,
-		      .pid = getpid(),
-		      .uid = 1000,
-		      .gid = 1000,
-		      .flags = O_RDWR,
-		      .as_reader = true},
+		      .is_create = create,
+		      .as_reader = as_reader},
 	};
 	struct inode *inode = NULL;
 	struct stat st;
@@ -329,10 +304,24 @@ static struct inode *gate_open_rw_as_reader(const char *name)
 	assert_true(pfd >= 0);
 	assert_int_equal(fstat(pfd, &st), 0);
 	assert_int_equal(itab_insert_ref(fs.itab, pfd, &st, &inode), 0);
-	fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+	fd = openat(dir_fd, name, fd_flags | O_CLOEXEC);
 	assert_true(fd >= 0);
 	gate_open(&fs, &fo.o, inode, fd);
 	return inode;
+}
+
+static struct inode *gate_open_as(const char *name, int flags, bool create)
+{
+	return gate_open_with(name, flags, flags, create, false);
+}
+
+/*
+ * A read-write open of name, decided as a reader: handed to the gate with
+ * a read-only fd, as the FUSE layer does.
+ */
+static struct inode *gate_open_rw_as_reader(const char *name)
+{
+	return gate_open_with(name, O_RDWR, O_RDONLY, false, true);
 }
 
 /* The answer, from whichever thread it comes: its errno. */
