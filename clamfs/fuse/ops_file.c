@@ -182,13 +182,13 @@ static int open_as_caller(fuse_req_t req, struct inode *inode,
  * A read-write open of a regular file is decided on a read-only fd (as a
  * reader's: the verdict cache and store serve it, and its scan's verdict
  * is kept, which the opener's own writable fd would prevent), then made
- * as asked (gate.h). Not for O_TRUNC, which leaves nothing to decide on,
- * nor O_NONBLOCK, whose caller is answered at once either way.
+ * as asked (gate.h). Not for O_TRUNC, which leaves nothing to decide on.
+ * (smbd opens read-write with O_NONBLOCK.)
  */
 static bool decided_as_reader(struct inode *inode, int flags)
 {
 	return inode_type(inode) == S_IFREG && (flags & O_ACCMODE) == O_RDWR &&
-	       !(flags & (O_TRUNC | O_NONBLOCK | OPEN_FLAG_EXEC));
+	       !(flags & (O_TRUNC | OPEN_FLAG_EXEC));
 }
 
 static void open_later(fuse_req_t req, fuse_ino_t ino,
@@ -216,10 +216,15 @@ static bool open_attempt(fuse_req_t req, fuse_ino_t ino,
 		return true;
 	}
 	if (as_reader && decided_as_reader(inode, fi->flags)) {
-		fd = open_with_flags(
-			req, inode,
-			(fi->flags & ~(O_ACCMODE | O_APPEND)) | O_RDONLY, fi);
-		if (fd == -EWOULDBLOCK)
+		int ro = (fi->flags & ~(O_ACCMODE | O_APPEND)) | O_RDONLY;
+
+		fd = open_with_flags(req, inode, ro, fi);
+		while (fd == -EWOULDBLOCK && (fi->flags & O_NONBLOCK) &&
+		       tries++ < NONBLOCK_TRIES) {
+			nanosleep(&pause, NULL);
+			fd = open_with_flags(req, inode, ro, fi);
+		}
+		if (fd == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK))
 			return false;
 		if (fd < 0) {
 			fuse_reply_err(req, -fd);
@@ -265,7 +270,11 @@ static void open_later(fuse_req_t req, fuse_ino_t ino,
 {
 	struct open_later later = {ino, *fi};
 
-	lease_retry(req, open_again, &later, sizeof(later));
+	/* answered at once, after its few tries, whatever they find */
+	if (fi->flags & O_NONBLOCK)
+		open_attempt(req, ino, &later.fi, false);
+	else
+		lease_retry(req, open_again, &later, sizeof(later));
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

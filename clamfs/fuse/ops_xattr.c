@@ -24,7 +24,7 @@
  */
 enum xattr_identity {
 	XATTR_AS_DAEMON,
-	/* reads: judged on the inode's own mode (req_identity_enter_on) */
+	/* judged on the inode's own mode (req_identity_enter_on) */
 	XATTR_AS_READER,
 	/* writes: an ACL's S_ISGID stays only for a member of the group */
 	XATTR_AS_CALLER,
@@ -52,10 +52,17 @@ static int xattr_begin_as(fuse_req_t req, fuse_ino_t ino,
 	return 0;
 }
 
-static int xattr_begin(fuse_req_t req, fuse_ino_t ino, struct req_identity *id,
-		       char path[PROC_FD_PATH_MAX])
+/*
+ * Setting or removing a user.* name (Samba keeps DOS attributes in one
+ * at every create) needs write permission on the file and changes
+ * nothing else about it: judged on its mode, as a read is. Other names
+ * may change the mode (ACLs: S_ISGID stays for a group member only) or
+ * are judged by capabilities.
+ */
+static enum xattr_identity xattr_writer(const char *name)
 {
-	return xattr_begin_as(req, ino, id, path, XATTR_AS_CALLER);
+	return strncmp(name, "user.", 5) == 0 ? XATTR_AS_READER
+					      : XATTR_AS_CALLER;
 }
 
 /*
@@ -207,10 +214,14 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		cmd_xattr_set(req, ino, name, value, size);
 		return;
 	}
-	ret = xattr_begin(req, ino, &id, path);
+	ret = xattr_begin_as(req, ino, &id, path, xattr_writer(name));
 	if (ret == 0) {
-		if (setxattr(path, name, value, size, flags) == -1)
+		while (setxattr(path, name, value, size, flags) == -1) {
 			ret = -errno;
+			if (!req_identity_widen(req, &id, -ret))
+				break;
+			ret = 0;
+		}
 		req_identity_leave(&id);
 	}
 	fuse_reply_err(req, -ret);
@@ -226,10 +237,14 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	ret = xattr_begin(req, ino, &id, path);
+	ret = xattr_begin_as(req, ino, &id, path, xattr_writer(name));
 	if (ret == 0) {
-		if (removexattr(path, name) == -1)
+		while (removexattr(path, name) == -1) {
 			ret = -errno;
+			if (!req_identity_widen(req, &id, -ret))
+				break;
+			ret = 0;
+		}
 		req_identity_leave(&id);
 	}
 	fuse_reply_err(req, -ret);

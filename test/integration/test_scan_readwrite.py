@@ -5,6 +5,7 @@
 # file as asked, so an unchanged file is a verdict cache hit as it is for
 # a reader; a handle that wrote nothing leaves the verdict in place, and
 # one that wrote (any way there is to write through a handle) leaves none.
+import errno
 import mmap
 import os
 import subprocess
@@ -28,10 +29,10 @@ def share(mount_clamfs):
     return share_of(mount_clamfs.tempdir("clamfs-rw"))
 
 
-def rw_read(path):
+def rw_read(path, flags=0):
     """Opens path read-write and reads it all: bytes, or the errno."""
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDWR | flags)
     except OSError as e:
         return e.errno
     try:
@@ -57,6 +58,19 @@ def test_read_write_opens_of_an_unchanged_file_are_cache_hits(
         assert f.read() == data
     assert rw_read(m.m("doc")) == data
     assert delta(s0, stats(m.mnt), "scans")["scans"] == 1
+
+
+def test_non_blocking_read_write_opens_are_cache_hits(mount_clamfs, clamd):
+    """smbd opens files read-write with O_NONBLOCK."""
+    m = mount_scan(mount_clamfs, clamd)
+    put(m.b("doc"), b"B" * SIZE)
+    put(m.b("e"), clamd.eicar)
+    s0 = stats(m.mnt)
+    for _ in range(3):
+        assert rw_read(m.m("doc"), os.O_NONBLOCK) == b"B" * SIZE
+        assert rw_read(m.m("e"), os.O_NONBLOCK) == 13
+    assert delta(s0, stats(m.mnt), "scans", "cache_hits") == {
+        "scans": 2, "cache_hits": 4}
 
 
 def test_an_infected_file_is_refused_to_read_write_opens(mount_clamfs, clamd):
@@ -220,3 +234,23 @@ def test_a_read_lease_met_by_the_open_as_asked(mount_clamfs, clamd, share):
         assert out == b"B" * SIZE
     finally:
         holder.close()
+
+
+def test_a_read_lease_fails_a_non_blocking_read_write_open(
+        mount_clamfs, clamd, share):
+    """As natively: EWOULDBLOCK at once (after clamfs's own few tries),
+    not a wait; once the holder lets go the open gets through."""
+    m = mount_scan(mount_clamfs, clamd, backend=share)
+    x = m.b("share", "doc")
+    put(x, b"B" * SIZE)
+    os.chown(x, UID_A, GID_A)
+    holder = LineChild(UID_A, GID_A, READ_HOLDER, [x], "leased")
+    try:
+        t0 = time.monotonic()
+        assert rw_read(m.m("share", "doc"), os.O_NONBLOCK) == \
+            errno.EWOULDBLOCK
+        assert time.monotonic() - t0 < 5 * SLOW
+        holder.ask("release", "released")
+    finally:
+        holder.close()
+    assert rw_read(m.m("share", "doc"), os.O_NONBLOCK) == b"B" * SIZE

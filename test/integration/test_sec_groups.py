@@ -25,6 +25,7 @@ for i in range(5):
     fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     os.write(fd, b"content %d" % i)
     os.close(fd)
+    os.setxattr(p, "user.DOSATTRIB", b"as smbd keeps it")
 for i in range(5):
     p = os.path.join(d, "f%d" % i)
     with open(p, "r+b") as f:
@@ -46,8 +47,9 @@ def m(mount_clamfs, clamd):
 
 def test_ordinary_work_reads_no_groups(m):
     """The finding of issue 37: every request of a non-root caller read
-    its groups from /proc. Creating, opening read-write, reading, looking
-    up and removing files in a directory of the usual modes reads none."""
+    its groups from /proc. Creating, setting a user.* attribute, opening
+    read-write, reading, looking up and removing files in a directory of
+    the usual modes reads none."""
     s0 = stats(m.mnt)
     r = run_as(UID_A, GID_A, [GID_SHARED], WORK, m.mnt)
     assert sorted(r.values()) == ["content %d" % i for i in range(5)]
