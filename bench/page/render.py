@@ -545,6 +545,39 @@ def realwork_section():
                         "realwork", newest) + titled_lane_results(newest)
 
 
+# bench/smb/run's results, DATE-LANE.md, and bench/realwork/run's runs of
+# a file server's load, DATE-LANE-readwrite*.md: the newest of each lane
+SMB_RESULTS = os.path.join(TOP, "bench", "smb", "results", "*.md")
+READWRITE_RESULTS = os.path.join(TOP, "bench", "realwork", "results",
+                                 "*-readwrite*.md")
+
+
+def fileserver_section():
+    """A file server's own load: dbench as root and as nobody (bench/
+    realwork/run, read-write opens) and smbtorture through a private
+    smbd (bench/smb/run), the newest of each lane after the template's
+    prose; nothing while there are none."""
+    smb = newest_per_lane(SMB_RESULTS)
+    rw = {}
+    for path in sorted(glob.glob(READWRITE_RESULTS)):
+        rw.setdefault(os.path.basename(path)[len("YYYY-MM-DD-"):]
+                      .split("-")[0], []).append(path)
+    if not smb and not rw:
+        return []
+    named = [p for lane in sorted(rw) for p in rw[lane]] + \
+        [smb[k] for k in sorted(smb)]
+    L = ["## A file server's load: dbench and smbtorture", ""] + prose(
+        "fileserver", results=", ".join(
+            "`%s`" % os.path.relpath(p, TOP) for p in named))
+    for lane in sorted(set(rw) | set(smb), reverse=True):
+        # the full run first, then the runs of some steps
+        for p in sorted(rw.get(lane, []), key=len):
+            L += titled_lane_results({lane: p})
+        if lane in smb:
+            L += titled_lane_results({lane: smb[lane]})
+    return L
+
+
 def render(lanes, img_rel):
     L = ["# clamfs benchmarks", ""]
     L += prose("intro", nlanes=len(lanes),
@@ -656,6 +689,7 @@ def render(lanes, img_rel):
             L.append("%-16s %s" % (what + ":", depath_cmd(c)))
         L += ["```", ""]
     L += realwork_section()
+    L += fileserver_section()
     L += store_section()
     L += writeback_section()
     L += fleet_section()
