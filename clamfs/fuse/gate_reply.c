@@ -44,12 +44,18 @@ static int reopen_readonly_as_opener(struct gate_open *o, int fd)
 	struct req_identity id;
 	int ret;
 
-	ret = req_identity_enter_on(req, &id, &fd, 1);
+	ret = req_identity_enter_opening(req, &id, fd);
 	if (ret)
 		return ret;
-	do
+	for (;;) {
 		ret = proc_fd_reopen_readonly(fd, 0);
-	while (ret < 0 && req_identity_widen(req, &id, -ret));
+		if (ret >= 0 && !req_identity_still_alike(req, &id, ret)) {
+			close(ret);
+			ret = -EACCES;
+		}
+		if (ret >= 0 || !req_identity_widen(req, &id, -ret))
+			break;
+	}
 	req_identity_leave(&id);
 	return ret;
 }
@@ -105,10 +111,6 @@ static void reply_refused(struct fuse_open *fo, int fd, int err)
 	fuse_req_t req = fo->req;
 
 	close(fd);
-	if (err == EWOULDBLOCK && fo->asked) {
-		fo->asked->later(req, fo->ino, fo->fi);
-		return;
-	}
 	if (fo->created)
 		itab_forget(req_fs(req)->itab, req_inode(req, fo->created->ino),
 			    1);
@@ -170,6 +172,16 @@ static void answer(struct gate_open *o, struct inode *inode, int fd, int err,
 		free(fo);
 }
 
+static void open_later(struct gate_open *o, int fd)
+{
+	struct fuse_open *fo = (struct fuse_open *)o;
+
+	close(fd);
+	fo->asked->later(fo->req, fo->ino, fo->fi);
+	if (fo->kept)
+		free(fo);
+}
+
 static const struct gate_open_ops fuse_open_ops = {
 	.groups = opener_groups,
 	.reopen_readonly = reopen_readonly_as_opener,
@@ -177,6 +189,7 @@ static const struct gate_open_ops fuse_open_ops = {
 	.keep = keep,
 	.on_interrupt = on_interrupt,
 	.answer = answer,
+	.open_later = open_later,
 };
 
 static void open_through_gate(fuse_req_t req, struct inode *inode, int fd,

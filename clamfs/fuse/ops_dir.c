@@ -68,15 +68,23 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	dirfd = dir ? inode_fd(dir) : -1;
-	ret = dir ? req_identity_enter_on(req, &id, &dirfd, 1) : -ESTALE;
+	/* judged by its own mode; thrown away if that changed meanwhile */
+	ret = dir ? req_identity_enter_opening(req, &id, dirfd) : -ESTALE;
 	if (ret)
 		goto fail;
 	/* openat(fd, ".") would also need search (x) permission */
 	proc_fd_path(path, dirfd);
-	do {
+	for (;;) {
 		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		ret = fd == -1 ? -errno : 0;
-	} while (ret && req_identity_widen(req, &id, -ret));
+		if (ret == 0 && !req_identity_still_alike(req, &id, fd)) {
+			close(fd);
+			fd = -1;
+			ret = -EACCES;
+		}
+		if (ret == 0 || !req_identity_widen(req, &id, -ret))
+			break;
+	}
 	req_identity_leave(&id);
 	if (ret)
 		goto fail;

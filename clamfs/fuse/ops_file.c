@@ -141,18 +141,32 @@ static int open_with_flags(fuse_req_t req, struct inode *inode, int flags,
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
 	int pfd = inode_fd(inode);
+	bool lost;
 	int fd, ret;
 
-	/* through the /proc link: only the file's own mode is checked */
-	ret = req_identity_enter_on(req, &id, &pfd, 1);
+	/*
+	 * Through the /proc link only the file's own mode is checked, and
+	 * an open is thrown away if the file changed meanwhile; a truncate
+	 * is not undone: the groups first.
+	 */
+	ret = (flags & O_TRUNC) ? req_identity_enter(req, &id)
+				: req_identity_enter_opening(req, &id, pfd);
 	if (ret)
 		return ret;
 	proc_fd_path(path, pfd);
-	do
+	for (;;) {
 		fd = open_backend_file(
 			req_fs(req), inode, path,
 			(flags & ~open_flags_drop(inode)) | O_CLOEXEC, fi);
-	while (fd < 0 && req_identity_widen(req, &id, -fd));
+		if (fd >= 0 && !req_identity_still_alike(req, &id, fd)) {
+			/* its mode or ACL changed: judged again with groups */
+			close(fd);
+			fd = -EACCES;
+		}
+		if (fd >= 0 || !req_identity_widen(req, &id, -fd))
+			break;
+	}
+	lost = id.lost;
 	req_identity_leave(&id);
 	/*
 	 * An execute-only program (mode 0711) is run natively without read
@@ -160,7 +174,7 @@ static int open_with_flags(fuse_req_t req, struct inode *inode, int flags,
 	 * caller's execute right is established (by the kernel already
 	 * under default_permissions).
 	 */
-	if (fd == -EACCES && (flags & OPEN_FLAG_EXEC) &&
+	if (fd == -EACCES && !lost && (flags & OPEN_FLAG_EXEC) &&
 	    (flags & O_ACCMODE) == O_RDONLY &&
 	    (req_fs(req)->default_permissions ||
 	     req_check_access(req, inode, X_OK) == 0)) {
@@ -335,12 +349,15 @@ static int create_open(int dirfd, const char *name, int flags, mode_t mode)
 	return fd;
 }
 
-/* Whether the file open at fd judges the caller alike whatever its groups. */
+/*
+ * Whether the caller owns the file open at fd or is of its group: judged
+ * alike whatever its groups, even if its mode changed during the open.
+ */
 static bool judged_alike(fuse_req_t req, int fd)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
-	return groupfree_judged(fd, ctx->uid, ctx->gid);
+	return groupfree_as_owner_or_group(fd, ctx->uid, ctx->gid);
 }
 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -382,8 +399,9 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			break;
 	}
 	/* an existing file the caller may write but not read, or append-only */
-	if (fd < 0 && (narrow = narrow_flags(-fd, wide, fi->flags)) != -1) {
-		fd = create_open(inode_fd(dir), name, narrow, mode);
+	if (fd < 0 && !id.lost &&
+	    (narrow = narrow_flags(-fd, wide, fi->flags)) != -1) {
+		fd = create_open(dirfd, name, narrow, mode);
 		if (fd >= 0)
 			fi->direct_io = 1;
 	}

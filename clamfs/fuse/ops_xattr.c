@@ -24,9 +24,11 @@
  */
 enum xattr_identity {
 	XATTR_AS_DAEMON,
-	/* judged on the inode's own mode (req_identity_enter_on) */
+	/* reads, judged by the inode's mode (req_identity_enter_opening) */
 	XATTR_AS_READER,
-	/* writes: an ACL's S_ISGID stays only for a member of the group */
+	/* user.* writes: as an owner or member of its group, no groups */
+	XATTR_AS_USER_WRITER,
+	/* other writes: an ACL's S_ISGID stays only for a group member */
 	XATTR_AS_CALLER,
 };
 
@@ -43,9 +45,11 @@ static int xattr_begin_as(fuse_req_t req, fuse_ino_t ino,
 		return -ENOTSUP;
 	fd = inode_fd(inode);
 	proc_fd_path(path, fd);
+	if (as == XATTR_AS_READER)
+		return req_identity_enter_opening(req, id, fd);
 	if (as != XATTR_AS_DAEMON)
-		return req_identity_enter_on(req, id, &fd,
-					     as == XATTR_AS_READER ? 1 : 0);
+		return req_identity_enter_on(
+			req, id, &fd, as == XATTR_AS_USER_WRITER ? 1 : 0);
 	/* what req_identity_leave undoes: nothing */
 	id->switched = false;
 	id->groups = NULL;
@@ -55,13 +59,14 @@ static int xattr_begin_as(fuse_req_t req, fuse_ino_t ino,
 /*
  * Setting or removing a user.* name (Samba keeps DOS attributes in one
  * at every create) needs write permission on the file and changes
- * nothing else about it: judged on its mode, as a read is. Other names
+ * nothing else about it: judged alike, without the groups, for its owner
+ * or a member of its group by the primary group. Other names
  * may change the mode (ACLs: S_ISGID stays for a group member only) or
  * are judged by capabilities.
  */
 static enum xattr_identity xattr_writer(const char *name)
 {
-	return strncmp(name, "user.", 5) == 0 ? XATTR_AS_READER
+	return strncmp(name, "user.", 5) == 0 ? XATTR_AS_USER_WRITER
 					      : XATTR_AS_CALLER;
 }
 
@@ -97,6 +102,7 @@ static void reply_xattr_value(fuse_req_t req, size_t size, ssize_t n, int err,
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	char path[PROC_FD_PATH_MAX], *buf = NULL;
+	struct inode *inode = req_inode(req, ino);
 	struct req_identity id;
 	ssize_t n = -1;
 	int ret, err;
@@ -115,10 +121,18 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 	if (size && !(buf = malloc(size))) {
 		err = ENOMEM;
 	} else {
-		do {
+		for (;;) {
 			n = getxattr(path, name, buf, size);
 			err = errno;
-		} while (n == -1 && req_identity_widen(req, &id, err));
+			/* the file's mode changed meanwhile: with the groups */
+			if (n >= 0 && !req_identity_still_alike(
+					      req, &id, inode_fd(inode))) {
+				n = -1;
+				err = EACCES;
+			}
+			if (n >= 0 || !req_identity_widen(req, &id, err))
+				break;
+		}
 	}
 	req_identity_leave(&id);
 	reply_xattr_value(req, size, n, err, buf);
@@ -143,6 +157,31 @@ static size_t drop_trusted(char *names, size_t len)
 		in += n;
 	}
 	return out;
+}
+
+/*
+ * All the names of the file at path, into *buf (replaced): their length,
+ * or -1 with errno. The whole list, even for a size query: filtering
+ * changes it.
+ */
+static ssize_t list_names(const char *path, char **buf)
+{
+	ssize_t n;
+
+	for (;;) {
+		n = listxattr(path, NULL, 0);
+		if (n <= 0)
+			return n;
+		free(*buf);
+		*buf = malloc((size_t)n);
+		if (!*buf) {
+			errno = ENOMEM;
+			return -1;
+		}
+		n = listxattr(path, *buf, (size_t)n);
+		if (n >= 0 || errno != ERANGE)
+			return n; /* ERANGE: it grew meanwhile, ask again */
+	}
 }
 
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -170,23 +209,16 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	/* the whole list, even for a size query: filtering changes it */
 	for (;;) {
-		n = listxattr(path, NULL, 0);
-		if (n == -1 && req_identity_widen(req, &id, errno))
-			continue;
-		if (n <= 0)
-			break;
-		free(buf);
-		buf = malloc((size_t)n);
-		if (!buf) {
+		n = list_names(path, &buf);
+		/* the file's mode changed meanwhile: with the groups */
+		if (n >= 0 &&
+		    !req_identity_still_alike(req, &id, inode_fd(inode))) {
 			n = -1;
-			errno = ENOMEM;
-			break;
+			errno = EACCES;
 		}
-		n = listxattr(path, buf, (size_t)n);
-		if (n >= 0 || errno != ERANGE)
-			break; /* ERANGE: it grew meanwhile, ask again */
+		if (n >= 0 || !req_identity_widen(req, &id, errno))
+			break;
 	}
 	ret = n < 0 ? -errno : 0;
 	if (n > 0 && id.switched)

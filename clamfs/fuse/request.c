@@ -63,13 +63,20 @@ static int identity_groups(fuse_req_t req, struct req_identity *id,
 	return -EACCES;
 }
 
-/* Whether no object at fds needs the caller's groups to be judged. */
-static bool groups_can_wait(const struct creds *who, const int *fds, size_t n)
+/*
+ * Whether no object at fds needs the caller's groups to be judged; an
+ * opening call (one fd) by either rule of groupfree.h, its ctime kept.
+ */
+static bool groups_can_wait(struct req_identity *id, const struct creds *who,
+			    const int *fds, size_t n, bool opening)
 {
+	if (opening)
+		return groupfree_judged(fds[0], who->uid, who->gid,
+					&id->judged_ctime);
 	if (n == 0)
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!groupfree_judged(fds[i], who->uid, who->gid))
+		if (!groupfree_as_owner_or_group(fds[i], who->uid, who->gid))
 			return false;
 	return true;
 }
@@ -80,7 +87,8 @@ static bool groups_can_wait(const struct creds *who, const int *fds, size_t n)
  * groupfree.h; req_identity_widen then).
  */
 static int identity_enter(fuse_req_t req, struct req_identity *id,
-			  bool with_umask, const int *fds, size_t nfds)
+			  bool with_umask, const int *fds, size_t nfds,
+			  bool opening)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct creds who = {.uid = ctx->uid, .gid = ctx->gid, .ngroups = 0};
@@ -88,6 +96,7 @@ static int identity_enter(fuse_req_t req, struct req_identity *id,
 
 	id->switched = false;
 	id->without_groups = false;
+	id->lost = false;
 	id->groups = NULL;
 	if (with_umask) {
 		ret = creds_set_umask(ctx->umask);
@@ -96,7 +105,7 @@ static int identity_enter(fuse_req_t req, struct req_identity *id,
 	}
 	if (!creds_need_switch(ctx->uid, ctx->gid))
 		return 0;
-	id->without_groups = groups_can_wait(&who, fds, nfds);
+	id->without_groups = groups_can_wait(id, &who, fds, nfds, opening);
 	ret = id->without_groups ? 0 : identity_groups(req, id, &who);
 	if (ret == 0)
 		ret = creds_assume(&who);
@@ -118,10 +127,25 @@ bool req_identity_widen(fuse_req_t req, struct req_identity *id, int err)
 	creds_restore();
 	id->switched = false;
 	id->without_groups = false;
-	if (identity_groups(req, id, &who) != 0 || creds_assume(&who) != 0)
-		return false; /* err stands: the call is not made again */
+	if (identity_groups(req, id, &who) != 0 || creds_assume(&who) != 0) {
+		/* err stands; nothing more may be done for the caller */
+		id->lost = true;
+		return false;
+	}
 	id->switched = true;
 	return true;
+}
+
+bool req_identity_still_alike(fuse_req_t req, struct req_identity *id, int fd)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct timespec now;
+
+	if (!id->without_groups)
+		return true;
+	return groupfree_judged(fd, ctx->uid, ctx->gid, &now) &&
+	       now.tv_sec == id->judged_ctime.tv_sec &&
+	       now.tv_nsec == id->judged_ctime.tv_nsec;
 }
 
 int req_check_access(fuse_req_t req, struct inode *inode, int mode)
@@ -165,24 +189,29 @@ void req_writer_leave(bool switched)
 
 int req_identity_enter(fuse_req_t req, struct req_identity *id)
 {
-	return identity_enter(req, id, false, NULL, 0);
+	return identity_enter(req, id, false, NULL, 0, false);
 }
 
 int req_identity_enter_umask(fuse_req_t req, struct req_identity *id)
 {
-	return identity_enter(req, id, true, NULL, 0);
+	return identity_enter(req, id, true, NULL, 0, false);
 }
 
 int req_identity_enter_on(fuse_req_t req, struct req_identity *id,
 			  const int *fds, size_t nfds)
 {
-	return identity_enter(req, id, false, fds, nfds);
+	return identity_enter(req, id, false, fds, nfds, false);
 }
 
 int req_identity_enter_umask_on(fuse_req_t req, struct req_identity *id,
 				const int *fds, size_t nfds)
 {
-	return identity_enter(req, id, true, fds, nfds);
+	return identity_enter(req, id, true, fds, nfds, false);
+}
+
+int req_identity_enter_opening(fuse_req_t req, struct req_identity *id, int fd)
+{
+	return identity_enter(req, id, false, &fd, 1, true);
 }
 
 void req_identity_leave(struct req_identity *id)

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "fs.h"
 
@@ -37,6 +38,8 @@ static inline int fi_fd(const struct fuse_file_info *fi)
 struct req_identity {
 	bool switched;
 	bool without_groups; /* switched, groups not read yet */
+	bool lost; /* widening failed: acting as nobody, do nothing more */
+	struct timespec judged_ctime; /* an opening's object, when judged */
 	gid_t small_groups[64];
 	gid_t *groups; /* small_groups, or heap when the caller has more */
 };
@@ -66,19 +69,31 @@ int req_identity_enter_umask(fuse_req_t req, struct req_identity *id);
 /*
  * The same for a call whose outcome the caller's supplementary groups
  * change only through the permission checks of the objects open at fds
- * (a file opened through its /proc link; the directories a name is
- * made, looked up or removed in): where those judge the caller the same
- * whatever its groups (groupfree.h) they are not read. A call that then
- * fails with EACCES or EPERM (an object changed meanwhile) is made again
- * after req_identity_widen.
+ * (the directories a name is made, looked up or removed in): where the
+ * caller owns each, or is of its group (groupfree.h), they are not read.
+ * A call that then fails with EACCES or EPERM is made again after
+ * req_identity_widen.
  */
 int req_identity_enter_on(fuse_req_t req, struct req_identity *id,
 			  const int *fds, size_t nfds);
 int req_identity_enter_umask_on(fuse_req_t req, struct req_identity *id,
 				const int *fds, size_t nfds);
 /*
- * After a call failed with err: when that may be for the groups left
- * out, switches again with them and says to make the call again.
+ * For a call judged only by the object open at fd whose result can be
+ * thrown away (an open through its /proc link, a read of an attribute):
+ * the groups are not read where the object judges the caller alike
+ * whatever they are (either rule of groupfree.h); after the call,
+ * req_identity_still_alike says whether its result may be kept, or
+ * must be thrown away and the call made again after widening.
+ */
+int req_identity_enter_opening(fuse_req_t req, struct req_identity *id, int fd);
+bool req_identity_still_alike(fuse_req_t req, struct req_identity *id, int fd);
+/*
+ * After a call failed with err (a positive errno): when that may be for
+ * the groups left out, switches again with them and says to make the
+ * call again. When the groups cannot be read the thread is back to the
+ * daemon's identity and id->lost is set: the call's error stands and
+ * nothing more may be done for the caller.
  */
 bool req_identity_widen(fuse_req_t req, struct req_identity *id, int err);
 void req_identity_leave(struct req_identity *id);

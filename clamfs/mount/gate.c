@@ -245,8 +245,11 @@ static void allow_open(struct clamfs_fs *fs, struct generation *pin,
 		return;
 	}
 	asked = o->ops->open_asked(o);
+	if (asked == -EWOULDBLOCK) {
+		o->ops->open_later(o, fd);
+		return;
+	}
 	if (asked < 0) {
-		/* EWOULDBLOCK too: the FUSE layer opens it again later */
 		refuse(o, inode, fd, -asked);
 		return;
 	}
@@ -739,7 +742,8 @@ static void scanned(struct scan_waiter *w, const struct scan_outcome *o)
 			debug_open(fs, p->fd, "allowed-scanned-clean", p->pid,
 				   p->uid, took);
 		}
-		allow_open(fs, p->pin, p->open, p->inode, p->fd, &p->stamp);
+		/* a file that changed is decided anew, as configured now */
+		allow_open(fs, cur, p->open, p->inode, p->fd, &p->stamp);
 	}
 out:
 	gen_unpin(cur);

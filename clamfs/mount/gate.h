@@ -47,12 +47,16 @@ struct gate_open_ops {
 	 * The answer, exactly once per open: refused with err, or allowed
 	 * (err 0), the kernel's cached pages kept when keep_cache. Takes fd
 	 * and, refused, a create's entry reference; frees a kept copy.
-	 * EWOULDBLOCK only for an open decided as a reader whose open as
-	 * asked would wait on a lease: the FUSE layer opens it again, the
-	 * usual way, once the lease is out of the way.
 	 */
 	void (*answer)(struct gate_open *o, struct inode *inode, int fd,
 		       int err, bool keep_cache);
+	/*
+	 * Instead of an answer, for an open decided as a reader whose open
+	 * as asked would wait on a lease: the FUSE layer opens it again, the
+	 * usual way, once the lease is out of the way. Takes fd; frees a
+	 * kept copy.
+	 */
+	void (*open_later)(struct gate_open *o, int fd);
 };
 
 /* One open of a file, as the gate judges it. */

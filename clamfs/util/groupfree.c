@@ -6,21 +6,13 @@
 #include "groupfree.h"
 
 #include <errno.h>
+#include <linux/magic.h>
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/xattr.h>
 
 #include "procfd.h"
-
-#ifndef XFS_SUPER_MAGIC
-#define XFS_SUPER_MAGIC 0x58465342
-#endif
-#ifndef BTRFS_SUPER_MAGIC
-#define BTRFS_SUPER_MAGIC 0x9123683e
-#endif
-#define EXT4_SUPER_MAGIC  0xef53
-#define TMPFS_SUPER_MAGIC 0x01021994
 
 /*
  * Local filesystems whose only access rules are the mode bits and POSIX
@@ -37,7 +29,7 @@ static bool mode_and_posix_acl_only(int fd)
 	case EXT4_SUPER_MAGIC:
 	case XFS_SUPER_MAGIC:
 	case BTRFS_SUPER_MAGIC:
-	case TMPFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
 		return true;
 	default:
 		return false;
@@ -59,20 +51,39 @@ static bool has_access_acl(int fd)
 	return errno != ENODATA && errno != EOPNOTSUPP;
 }
 
-bool groupfree_judged(int fd, uid_t uid, gid_t gid)
+/* Owner or primary group: 1; judged as other: 0; not here: -1. */
+static int owner_or_group(int fd, uid_t uid, gid_t gid, struct stat *st)
+{
+	if (fstat(fd, st) == -1 || !mode_and_posix_acl_only(fd))
+		return -1;
+	if (!S_ISDIR(st->st_mode) && (st->st_mode & S_ISGID))
+		return -1;
+	/* an ACL's owner entry is the owner's, whatever its groups */
+	if (st->st_uid == uid)
+		return 1;
+	/*
+	 * Of the object's group: its entry is matched without the other
+	 * groups, and a match grants when any matching entry grants.
+	 */
+	return st->st_gid == gid ? 1 : 0;
+}
+
+bool groupfree_as_owner_or_group(int fd, uid_t uid, gid_t gid)
 {
 	struct stat st;
-	bool owner;
 
-	if (fstat(fd, &st) == -1 || !mode_and_posix_acl_only(fd))
+	return owner_or_group(fd, uid, gid, &st) == 1;
+}
+
+bool groupfree_judged(int fd, uid_t uid, gid_t gid, struct timespec *ctime)
+{
+	struct stat st;
+	int who = owner_or_group(fd, uid, gid, &st);
+
+	if (who < 0)
 		return false;
-	if (!S_ISDIR(st.st_mode) && (st.st_mode & S_ISGID))
-		return false;
-	/* an ACL's owner entry is the owner's, whatever its groups */
-	owner = st.st_uid == uid;
-	if (owner)
-		return true;
-	if (has_access_acl(fd))
-		return false;
-	return st.st_gid == gid || ((st.st_mode >> 3) & 7) == (st.st_mode & 7);
+	if (ctime)
+		*ctime = st.st_ctim;
+	return who == 1 || (((st.st_mode >> 3) & 7) == (st.st_mode & 7) &&
+			    !has_access_acl(fd));
 }

@@ -48,13 +48,29 @@ def m(mount_clamfs, clamd):
 def test_ordinary_work_reads_no_groups(m):
     """The finding of issue 37: every request of a non-root caller read
     its groups from /proc. Creating, setting a user.* attribute, opening
-    read-write, reading, looking up and removing files in a directory of
-    the usual modes reads none."""
+    read-write, reading, looking up and removing files in the user's own
+    directory reads none, nor does reading another user's file whose
+    group bits give what its other bits give."""
+    os.chown(m.backend, UID_A, GID_A)
+    os.chmod(m.backend, 0o755)
+    put(m.b("theirs"), b"anybody may read")
+    os.chmod(m.b("theirs"), 0o644)
     s0 = stats(m.mnt)
     r = run_as(UID_A, GID_A, [GID_SHARED], WORK, m.mnt)
     assert sorted(r.values()) == ["content %d" % i for i in range(5)]
+    r = run_as(UID_A, GID_A, [GID_SHARED], READ, m.mnt,
+               {"names": ["theirs"]})
+    assert r == {"theirs": ["ok", "anybody may read"]}
     assert delta(s0, stats(m.mnt), "caller_groups_read") == {
         "caller_groups_read": 0}
+    # a name made in a directory of another's, judged as other: the
+    # groups are read (a chmod meanwhile could grant a member more)
+    os.chown(m.backend, 0, 0)
+    os.chmod(m.backend, 0o777)
+    code = 'os.mkdir(P("mine")); emit(1)'
+    assert run_as(UID_A, GID_A, [GID_SHARED], code, m.mnt) == 1
+    assert delta(s0, stats(m.mnt), "caller_groups_read")[
+        "caller_groups_read"] >= 1
 
 
 READ = """

@@ -52,7 +52,7 @@ static void assert_judged(const char *name, mode_t mode, bool is_dir, bool want)
 {
 	int fd = object(name, mode, is_dir);
 
-	assert_int_equal(groupfree_judged(fd, STRANGER_UID, STRANGER_GID),
+	assert_int_equal(groupfree_judged(fd, STRANGER_UID, STRANGER_GID, NULL),
 			 want);
 	close(fd);
 }
@@ -94,9 +94,32 @@ static void test_owner_and_primary_group(void **state)
 
 	(void)state;
 	assert_int_equal(fstat(fd, &st), 0);
-	assert_true(groupfree_judged(fd, st.st_uid, STRANGER_GID));
-	assert_true(groupfree_judged(fd, STRANGER_UID, st.st_gid));
-	assert_false(groupfree_judged(fd, STRANGER_UID, STRANGER_GID));
+	assert_true(groupfree_judged(fd, st.st_uid, STRANGER_GID, NULL));
+	assert_true(groupfree_judged(fd, STRANGER_UID, st.st_gid, NULL));
+	assert_false(groupfree_judged(fd, STRANGER_UID, STRANGER_GID, NULL));
+	close(fd);
+}
+
+/*
+ * A change of the object cannot widen the first rule (owner, primary
+ * group), which alone may judge calls whose result stays; the second
+ * rule's ctime is handed back to be compared after the call.
+ */
+static void test_owner_or_group_rule(void **state)
+{
+	struct timespec ctime = {0, 0};
+	struct stat st;
+	int fd = object("plain", 0644, false);
+
+	(void)state;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_false(
+		groupfree_as_owner_or_group(fd, STRANGER_UID, STRANGER_GID));
+	assert_true(groupfree_as_owner_or_group(fd, st.st_uid, STRANGER_GID));
+	assert_true(groupfree_as_owner_or_group(fd, STRANGER_UID, st.st_gid));
+	assert_true(groupfree_judged(fd, STRANGER_UID, STRANGER_GID, &ctime));
+	assert_int_equal(ctime.tv_sec, st.st_ctim.tv_sec);
+	assert_int_equal(ctime.tv_nsec, st.st_ctim.tv_nsec);
 	close(fd);
 }
 
@@ -108,12 +131,15 @@ static void test_setgid_file_needs_groups(void **state)
 
 	(void)state;
 	assert_int_equal(fstat(fd, &st), 0);
-	assert_false(groupfree_judged(fd, STRANGER_UID, STRANGER_GID));
-	assert_false(groupfree_judged(fd, st.st_uid, st.st_gid));
+	assert_false(groupfree_judged(fd, STRANGER_UID, STRANGER_GID, NULL));
+	assert_false(groupfree_judged(fd, st.st_uid, st.st_gid, NULL));
 	close(fd);
 }
 
-/* An ACL may name groups: read them, unless the caller owns the file. */
+/*
+ * An ACL may name groups: read them, unless the caller owns the file or
+ * is of its owning group.
+ */
 static void test_access_acl_needs_groups(void **state)
 {
 	/* owner rw, owning group r, group 4242 nothing, mask r, other r */
@@ -142,9 +168,10 @@ static void test_access_acl_needs_groups(void **state)
 		skip(); /* ACLs off on the build tree's filesystem */
 	}
 	assert_int_equal(fstat(fd, &st), 0);
-	assert_false(groupfree_judged(fd, STRANGER_UID, STRANGER_GID));
-	assert_false(groupfree_judged(fd, STRANGER_UID, st.st_gid));
-	assert_true(groupfree_judged(fd, st.st_uid, STRANGER_GID));
+	assert_false(groupfree_judged(fd, STRANGER_UID, STRANGER_GID, NULL));
+	/* of the owning group: granted if any entry it matches grants */
+	assert_true(groupfree_judged(fd, STRANGER_UID, st.st_gid, NULL));
+	assert_true(groupfree_judged(fd, st.st_uid, STRANGER_GID, NULL));
 	close(fd);
 }
 
@@ -155,9 +182,9 @@ static void test_other_filesystems_need_groups(void **state)
 
 	(void)state;
 	assert_true(fd >= 0);
-	assert_false(groupfree_judged(fd, 0, 0));
+	assert_false(groupfree_judged(fd, 0, 0, NULL));
 	close(fd);
-	assert_false(groupfree_judged(-1, 0, 0));
+	assert_false(groupfree_judged(-1, 0, 0, NULL));
 }
 
 static int setup(void **state)
@@ -188,6 +215,7 @@ int main(void)
 		cmocka_unit_test(test_group_same_as_other),
 		cmocka_unit_test(test_group_differs_from_other),
 		cmocka_unit_test(test_owner_and_primary_group),
+		cmocka_unit_test(test_owner_or_group_rule),
 		cmocka_unit_test(test_setgid_file_needs_groups),
 		cmocka_unit_test(test_access_acl_needs_groups),
 		cmocka_unit_test(test_other_filesystems_need_groups),
