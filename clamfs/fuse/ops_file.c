@@ -141,6 +141,7 @@ static int open_with_flags(fuse_req_t req, struct inode *inode, int flags,
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
 	int pfd = inode_fd(inode);
+	unsigned int direct_io = fi->direct_io;
 	bool lost;
 	int fd, ret;
 
@@ -155,6 +156,8 @@ static int open_with_flags(fuse_req_t req, struct inode *inode, int flags,
 		return ret;
 	proc_fd_path(path, pfd);
 	for (;;) {
+		/* an attempt thrown away leaves no direct I/O behind */
+		fi->direct_io = direct_io;
 		fd = open_backend_file(
 			req_fs(req), inode, path,
 			(flags & ~open_flags_drop(inode)) | O_CLOEXEC, fi);

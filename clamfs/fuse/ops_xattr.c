@@ -50,8 +50,10 @@ static int xattr_begin_as(fuse_req_t req, fuse_ino_t ino,
 	if (as != XATTR_AS_DAEMON)
 		return req_identity_enter_on(
 			req, id, &fd, as == XATTR_AS_USER_WRITER ? 1 : 0);
-	/* what req_identity_leave undoes: nothing */
+	/* what req_identity_leave undoes, and still_alike asks: nothing */
 	id->switched = false;
+	id->without_groups = false;
+	id->lost = false;
 	id->groups = NULL;
 	return 0;
 }
@@ -190,7 +192,7 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	char path[PROC_FD_PATH_MAX], *buf = NULL;
 	struct req_identity id;
 	ssize_t n;
-	int ret;
+	int ret, err;
 
 	if (!inode) {
 		fuse_reply_err(req, ESTALE);
@@ -211,16 +213,17 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	}
 	for (;;) {
 		n = list_names(path, &buf);
+		err = errno;
 		/* the file's mode changed meanwhile: with the groups */
 		if (n >= 0 &&
 		    !req_identity_still_alike(req, &id, inode_fd(inode))) {
 			n = -1;
-			errno = EACCES;
+			err = EACCES;
 		}
-		if (n >= 0 || !req_identity_widen(req, &id, errno))
+		if (n >= 0 || !req_identity_widen(req, &id, err))
 			break;
 	}
-	ret = n < 0 ? -errno : 0;
+	ret = n < 0 ? -err : 0;
 	if (n > 0 && id.switched)
 		n = (ssize_t)drop_trusted(buf, (size_t)n);
 	req_identity_leave(&id);

@@ -141,8 +141,10 @@ bool req_identity_still_alike(fuse_req_t req, struct req_identity *id, int fd)
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct timespec now;
 
-	if (!id->without_groups)
+	if (!id->without_groups ||
+	    groupfree_as_owner_or_group(fd, ctx->uid, ctx->gid))
 		return true;
+	/* judged as other: alike only if no chmod or ACL came between */
 	return groupfree_judged(fd, ctx->uid, ctx->gid, &now) &&
 	       now.tv_sec == id->judged_ctime.tv_sec &&
 	       now.tv_nsec == id->judged_ctime.tv_nsec;

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from clamfstest.env import PYTHON, SLOW
+from clamfstest.wait import wait_for
 from fsutil import (FALLOC_FL_KEEP_SIZE, GID_A, UID_A, LineChild, fallocate,
                     share_of)
 from scanutil import delta, mount_scan, put, stats
@@ -27,6 +28,14 @@ SIZE = 68  # as long as the EICAR test file
 def share(mount_clamfs):
     """A backend with a directory an ordinary user may write."""
     return share_of(mount_clamfs.tempdir("clamfs-rw"))
+
+
+def scans_reach(m, s0, n):
+    """Waits (bounded) until the scans since s0 are n: a scan is counted
+    once its waiters are answered. Then the counters since s0."""
+    wait_for(lambda: delta(s0, stats(m.mnt), "scans")["scans"] >= n,
+             10 * SLOW)
+    return stats(m.mnt)
 
 
 def rw_read(path, flags=0):
@@ -141,7 +150,7 @@ def test_fallocate_drops_the_verdict(mount_clamfs, clamd):
     finally:
         os.close(fd)
     assert rw_read(m.m("doc")) == b"B" * SIZE
-    assert delta(s0, stats(m.mnt), "scans", "cache_hits") == {
+    assert delta(s0, scans_reach(m, s0, 1), "scans", "cache_hits") == {
         "scans": 1, "cache_hits": 1}
 
 
@@ -174,7 +183,7 @@ def test_a_backend_writer_during_the_decision_is_caught(
         s0 = stats(m.mnt)
         for _ in range(2):
             assert rw_read(m.m("share", "x")) == b"B" * SIZE
-        assert delta(s0, stats(m.mnt), "scans", "cache_hits") == {
+        assert delta(s0, scans_reach(m, s0, 2), "scans", "cache_hits") == {
             "scans": 2, "cache_hits": 0}
         before = os.stat(x)
         mapper.store(clamd.eicar)
