@@ -226,42 +226,28 @@ static bool open_attempt(fuse_req_t req, fuse_ino_t ino,
 {
 	struct timespec pause = {0, NONBLOCK_PAUSE_NS};
 	struct inode *inode = req_inode(req, ino);
-	int fd, tries = 1;
+	int fd, flags, tries = 1;
 
 	if (!inode) {
 		fuse_reply_err(req, ESTALE);
 		return true;
 	}
-	if (as_reader && decided_as_reader(inode, fi->flags)) {
-		int ro = (fi->flags & ~(O_ACCMODE | O_APPEND)) | O_RDONLY;
-
-		fd = open_with_flags(req, inode, ro, fi);
-		while (fd == -EWOULDBLOCK && (fi->flags & O_NONBLOCK) &&
-		       tries++ < NONBLOCK_TRIES) {
-			nanosleep(&pause, NULL);
-			fd = open_with_flags(req, inode, ro, fi);
-		}
-		if (fd == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK))
-			return false;
-		if (fd < 0) {
-			fuse_reply_err(req, -fd);
-			return true;
-		}
-		gate_reply_open_as_reader(req, ino, inode, fd, fi, &open_asked);
-		return true;
-	}
-	fd = open_as_caller(req, inode, fi);
+	as_reader = as_reader && decided_as_reader(inode, fi->flags);
+	flags = as_reader ? (fi->flags & ~(O_ACCMODE | O_APPEND)) | O_RDONLY
+			  : fi->flags;
+	fd = open_with_flags(req, inode, flags, fi);
 	if (fd == -EWOULDBLOCK && !(fi->flags & O_NONBLOCK))
 		return false;
 	while (fd == -EWOULDBLOCK && tries++ < NONBLOCK_TRIES) {
 		nanosleep(&pause, NULL);
-		fd = open_as_caller(req, inode, fi);
+		fd = open_with_flags(req, inode, flags, fi);
 	}
-	if (fd < 0) {
+	if (fd < 0)
 		fuse_reply_err(req, -fd);
-		return true;
-	}
-	gate_reply_open(req, inode, fd, fi, NULL);
+	else if (as_reader)
+		gate_reply_open_as_reader(req, ino, inode, fd, fi, &open_asked);
+	else
+		gate_reply_open(req, inode, fd, fi, NULL);
 	return true;
 }
 
