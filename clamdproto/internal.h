@@ -119,11 +119,19 @@ ssize_t cdp_tls_recv(SSL *ssl, void *buf, size_t len, short *events);
  * the socket readable carried no data (a TLS 1.3 session ticket). */
 int cdp_tls_has_input(SSL *ssl);
 
-/* ------------------------------------------------------------- conn.c */
+/* ------------------------------------------------------------- wait.c */
 
 int64_t cdp_now_ms(void);
 int64_t cdp_now_us(void);
 int64_t cdp_deadline(int timeout_ms);
+
+/*
+ * Wait until @fd is ready for @events, the deadline passes, or @cancel
+ * triggers.  Returns the revents (> 0), -ETIMEDOUT or -ECANCELED.
+ */
+int cdp_wait(int fd, short events, int64_t deadline, struct cdp_cancel *cancel);
+
+/* ------------------------------------------------------------- conn.c */
 
 struct cdp_conn {
 	int fd;
@@ -157,12 +165,6 @@ void cdp_conn_close(struct cdp_conn *conn);
 void cdp_conn_goodbye(struct cdp_conn *conn);
 /* Whether an idle session has input waiting (clamd wrote or closed). */
 bool cdp_conn_has_input(struct cdp_conn *conn);
-
-/*
- * Wait until @fd is ready for @events, the deadline passes, or @cancel
- * triggers.  Returns the revents (> 0), -ETIMEDOUT or -ECANCELED.
- */
-int cdp_wait(int fd, short events, int64_t deadline, struct cdp_cancel *cancel);
 
 /*
  * Send all @len bytes.  With @stop_on_input, return -EALREADY as soon as the
