@@ -258,8 +258,15 @@ int main(int argc, char **argv)
 		sh.cancel = cdp_cancel_new();
 
 	tids = calloc((size_t)o.threads, sizeof(*tids));
+	if (!tids) {
+		perror("cdp-stress");
+		cdp_cancel_free(sh.cancel);
+		cdp_pool_free(sh.pool);
+		free(o.data);
+		return 2;
+	}
 	t0 = now_ms();
-	for (i = 0; tids && i < o.threads; i++) {
+	for (i = 0; i < o.threads; i++) {
 		if (pthread_create(&tids[i], NULL, worker, &sh) != 0)
 			break;
 		started++;

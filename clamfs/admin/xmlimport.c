@@ -461,7 +461,7 @@ static void print_ini(struct import *im, const char *name, FILE *out)
 		while (*b) {
 			size_t n = 0;
 
-			while (b[n] && n < 64)
+			while (n < 64 && b[n])
 				n += 1 + strcspn(b + n + 1, " ");
 			fprintf(im->notes, ";  %.*s\n", (int)n, b);
 			b += n;

@@ -140,6 +140,7 @@ static int setup(void **state)
 	struct stat st;
 	int fd;
 
+	assert_non_null(f);
 	strcpy(f->dir, "/tmp/nodeid-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	fd = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);

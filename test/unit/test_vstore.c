@@ -57,21 +57,34 @@ struct fixture {
 static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
+	char other[96], cmd[128];
 
 	if (!fx)
 		return -1;
+	fx->backend_fd = fx->other_fd = -1;
 	strcpy(fx->dir, "/tmp/test_vstore.XXXXXX");
 	if (!mkdtemp(fx->dir))
-		return -1;
+		goto fail;
 	snprintf(fx->store, sizeof(fx->store), "%s/store", fx->dir);
-	fx->backend_fd = open(fx->dir, O_RDONLY | O_DIRECTORY);
-	char other[96];
 	snprintf(other, sizeof(other), "%s/other", fx->dir);
-	if (mkdir(other, 0755) == -1)
-		return -1;
+	fx->backend_fd = open(fx->dir, O_RDONLY | O_DIRECTORY);
+	if (fx->backend_fd < 0 || mkdir(other, 0755) == -1)
+		goto fail_dir;
 	fx->other_fd = open(other, O_RDONLY | O_DIRECTORY);
+	if (fx->other_fd < 0)
+		goto fail_dir;
 	*state = fx;
-	return fx->backend_fd < 0 || fx->other_fd < 0 ? -1 : 0;
+	return 0;
+fail_dir:
+	/* cmocka runs no teardown after a failed setup */
+	if (fx->backend_fd >= 0)
+		close(fx->backend_fd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "test_vstore: could not remove %s\n", fx->dir);
+fail:
+	free(fx);
+	return -1;
 }
 
 static int teardown(void **state)
