@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The backend watch's events (fanwatch.c) from real changes in a directory
+ * of the build tree, made by a child process (the watch skips its own).
+ * Needs root (CAP_SYS_ADMIN): skipped without it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fanwatch.h"
+
+#define MAX_EVENTS 64
+
+static char dir[PATH_MAX];
+static int dir_fd = -1;
+
+struct seen {
+	size_t n;
+	struct {
+		enum fanwatch_kind kind;
+		dev_t dev;
+		ino_t ino;
+		char name[NAME_MAX + 1];
+	} ev[MAX_EVENTS];
+};
+
+static void note(void *ctx, const struct fanwatch_event *ev)
+{
+	struct seen *s = ctx;
+
+	if (s->n == MAX_EVENTS)
+		return;
+	s->ev[s->n].kind = ev->kind;
+	s->ev[s->n].dev = ev->dev;
+	s->ev[s->n].ino = ev->ino;
+	snprintf(s->ev[s->n].name, sizeof(s->ev[s->n].name), "%s",
+		 ev->name ? ev->name : "");
+	s->n++;
+}
+
+/* What the watch reports within ms, read as the daemon's thread does. */
+static void collect(struct fanwatch *w, struct seen *s, int ms)
+{
+	struct pollfd pfd = {.fd = fanwatch_fd(w), .events = POLLIN};
+
+	memset(s, 0, sizeof(*s));
+	while (poll(&pfd, 1, ms) == 1)
+		assert_true(fanwatch_read(w, note, s) >= 0);
+}
+
+static bool has(const struct seen *s, enum fanwatch_kind kind,
+		const struct stat *st, const char *name)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->ev[i].kind == kind && s->ev[i].dev == st->st_dev &&
+		    s->ev[i].ino == st->st_ino &&
+		    (!name || strcmp(s->ev[i].name, name) == 0))
+			return true;
+	return false;
+}
+
+static void stat_at(const char *name, struct stat *st)
+{
+	assert_int_equal(fstatat(dir_fd, name, st, AT_EMPTY_PATH), 0);
+}
+
+/* Runs change(arg) in a child process, as another user of the backend. */
+static void by_another(void (*change)(const char *), const char *arg)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		change(arg);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void create(const char *name)
+{
+	int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+	if (fd < 0 || write(fd, "x", 1) != 1)
+		_exit(1);
+	close(fd);
+}
+
+static void append(const char *name)
+{
+	int fd = openat(dir_fd, name, O_WRONLY | O_APPEND | O_CLOEXEC);
+
+	if (fd < 0 || write(fd, "more", 4) != 4)
+		_exit(1);
+	close(fd);
+}
+
+static void make_private(const char *name)
+{
+	if (fchmodat(dir_fd, name, 0600, 0) != 0)
+		_exit(1);
+}
+
+static void rename_to_b(const char *name)
+{
+	if (renameat(dir_fd, name, dir_fd, "b") != 0)
+		_exit(1);
+}
+
+static void remove_it(const char *name)
+{
+	if (unlinkat(dir_fd, name, 0) != 0)
+		_exit(1);
+}
+
+static struct fanwatch *watch(void)
+{
+	struct fanwatch *w = NULL;
+	int ret = fanwatch_open(dir_fd, &w);
+
+	if (ret == -EPERM)
+		skip(); /* not root */
+	assert_int_equal(ret, 0);
+	return w;
+}
+
+static void test_names_come_with_their_directory(void **state)
+{
+	struct fanwatch *w = watch();
+	struct stat d, f;
+	struct seen *s = calloc(1, sizeof(*s));
+
+	(void)state;
+	assert_non_null(s);
+	stat_at("", &d);
+	by_another(create, "a");
+	collect(w, s, 200);
+	assert_true(has(s, FANWATCH_NAME, &d, "a"));
+	stat_at("a", &f);
+
+	by_another(rename_to_b, "a");
+	collect(w, s, 200);
+	assert_true(has(s, FANWATCH_NAME, &d, "a"));
+	assert_true(has(s, FANWATCH_NAME, &d, "b"));
+
+	by_another(remove_it, "b");
+	collect(w, s, 200);
+	assert_true(has(s, FANWATCH_NAME, &d, "b"));
+	free(s);
+	fanwatch_close(w);
+}
+
+static void test_content_and_attributes_name_the_object(void **state)
+{
+	struct fanwatch *w;
+	struct stat f;
+	struct seen *s = calloc(1, sizeof(*s));
+
+	(void)state;
+	assert_non_null(s);
+	by_another(create, "c");
+	stat_at("c", &f);
+	w = watch();
+
+	by_another(append, "c");
+	collect(w, s, 200);
+	assert_true(has(s, FANWATCH_CONTENT, &f, NULL));
+	assert_false(has(s, FANWATCH_ATTR, &f, NULL));
+
+	by_another(make_private, "c");
+	collect(w, s, 200);
+	assert_true(has(s, FANWATCH_ATTR, &f, NULL));
+	assert_false(has(s, FANWATCH_CONTENT, &f, NULL));
+	free(s);
+	fanwatch_close(w);
+}
+
+static void test_own_changes_are_not_reported(void **state)
+{
+	struct fanwatch *w = watch();
+	struct seen *s = calloc(1, sizeof(*s));
+
+	(void)state;
+	assert_non_null(s);
+	/* this process: what the daemon does on the kernel's behalf */
+	create("own");
+	append("own");
+	make_private("own");
+	remove_it("own");
+	collect(w, s, 200);
+	assert_int_equal(s->n, 0);
+	/* and the watch still reports others' */
+	by_another(create, "theirs");
+	collect(w, s, 200);
+	assert_true(s->n > 0);
+	free(s);
+	fanwatch_close(w);
+}
+
+static void test_refused_where_no_watch_fits(void **state)
+{
+	struct fanwatch *w = NULL;
+	int fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int ret;
+
+	(void)state;
+	assert_true(fd >= 0);
+	/* procfs has no file handles to report */
+	ret = fanwatch_open(fd, &w);
+	if (ret == -EPERM)
+		skip();
+	assert_true(ret < 0);
+	assert_null(w);
+	close(fd);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (!getcwd(dir, sizeof(dir) - 16))
+		return -1;
+	strcat(dir, "/fanwatch.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return dir_fd < 0 ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	(void)state;
+	close(dir_fd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_names_come_with_their_directory),
+		cmocka_unit_test(test_content_and_attributes_name_the_object),
+		cmocka_unit_test(test_own_changes_are_not_reported),
+		cmocka_unit_test(test_refused_where_no_watch_fits),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
