@@ -87,6 +87,12 @@ static const struct prom_row table[] = {
 	COUNTER("caller_groups_read", "clamfs_caller_groups_read_total",
 		"Reads of a caller's supplementary groups from /proc (only "
 		"where a permission check may need them)."),
+	COUNTER("watch_events", "clamfs_watch_events_total",
+		"Changes made around the mount that the backend watch told "
+		"the kernel of (watch_backend=yes)."),
+	COUNTER("watch_overflows", "clamfs_watch_overflows_total",
+		"Times the backend watch lost events and had the kernel drop "
+		"everything it cached."),
 	COUNTER("opens_excluded", "clamfs_opens_excluded_total",
 		"Opens let through unscanned by a path or user rule."),
 	BY("opens_oversize_allowed", "clamfs_opens_oversize_total", H_OVERSIZE,
@@ -155,6 +161,11 @@ static const struct prom_row table[] = {
 	INFO("writeback_cache", "clamfs_writeback_cache_info",
 	     "Whether the kernel's write-back cache is on (writeback_cache=yes "
 	     "and no passthrough).",
+	     "state"),
+	INFO("backend_watch", "clamfs_backend_watch_info",
+	     "Whether the backend is watched, so that the kernel caches "
+	     "names, attributes and directory contents for long "
+	     "(watch_backend=yes).",
 	     "state"),
 	/* stats.c: the scan duration histogram, cumulative */
 	{.key = "scan_duration_le_*",

@@ -97,6 +97,12 @@ const struct opt_row optable[] = {
 	 * regular files, so a backend also written around the mount would
 	 * show stale ones (clamfs.8).
 	 */
+	{.name = "watch_backend", .section = "fuse", .type = OPT_FLAG,
+	 .offset = FIELD(watch_backend), .def = "no",
+	 .help = "watch the backend for changes made around the mount, so "
+		 "that the kernel may cache names, attributes and directory "
+		 "contents for an hour (local filesystems, Linux >= 6.16, root)",
+	 .reload = RELOAD_REMOUNT},
 	{.name = "writeback_cache", .section = "fuse", .type = OPT_FLAG,
 	 .offset = FIELD(writeback_cache), .def = "no",
 	 .help = "kernel write-back cache where passthrough is off (only "

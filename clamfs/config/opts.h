@@ -29,6 +29,7 @@ struct clamfs_opts {
 	bool default_permissions; /* on unless no_default_permissions */
 	bool passthrough;	  /* passthrough=auto (default) or off */
 	bool writeback_cache;	  /* the kernel's write-back cache, opt-in */
+	bool watch_backend;	  /* fuse/watch.h, opt-in */
 	unsigned int threads;	  /* cap on FUSE worker threads */
 	double attr_timeout;
 	double entry_timeout;

@@ -21,6 +21,7 @@
 #include "creds.h"
 #include "drain.h"
 #include "evict.h"
+#include "watch.h"
 #include "exitcode.h"
 #include "fdlimit.h"
 #include "fs.h"
@@ -366,12 +367,48 @@ static const char *one_line(const char *lines, char *buf, size_t len)
 	return buf;
 }
 
+/*
+ * The backend watch, and with it the kernel's caches kept for long; where
+ * it cannot be had the mount keeps its short timeouts, and says why.
+ * Before the session loop: nothing reads the timeouts yet.
+ */
+static struct backwatch *start_watch(struct clamfs_fs *fs, int root_fd,
+				     const char *mnt)
+{
+	struct backwatch *bw;
+	const char *why;
+
+	if (!watch_kernel_ready(&why)) {
+		log_warn("watch_backend: off: %s; timeouts stay as set", why);
+		return NULL;
+	}
+	bw = watch_start(fs, root_fd, mnt);
+	if (!bw) {
+		log_warn("watch_backend: off: cannot watch the backend's "
+			 "filesystem (%s); timeouts stay as set",
+			 strerror(errno));
+		return NULL;
+	}
+	fs->watched = true;
+	if (fs->attr_timeout < WATCH_CACHE_SECONDS)
+		fs->attr_timeout = WATCH_CACHE_SECONDS;
+	/* without default_permissions it stays 0 (see main) */
+	if (fs->entry_timeout > 0 && fs->entry_timeout < WATCH_CACHE_SECONDS)
+		fs->entry_timeout = WATCH_CACHE_SECONDS;
+	stats_set_backend_watch(&fs->stats, true);
+	log_info("watch_backend: on: names and attributes cached for %.0f s, "
+		 "directory contents until they change",
+		 fs->attr_timeout);
+	return bw;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct clamfs_fs fs = {.quarantine_fd = -1};
 	struct runtime *rt = NULL;
 	struct evictor *ev = NULL;
+	struct backwatch *bw = NULL;
 	struct fuse_session *se = NULL;
 	struct clamfs_opts opts;
 	struct fdlimit fdlim;
@@ -495,6 +532,8 @@ int main(int argc, char *argv[])
 		log_err("cannot start the evictor thread: %s", strerror(errno));
 		goto out_unmount;
 	}
+	if (opts.watch_backend)
+		bw = start_watch(&fs, root_fd, mnt);
 	install_crash_handlers(mnt);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
 		 "on_error=%s",
@@ -515,6 +554,8 @@ int main(int argc, char *argv[])
 							  : EXIT_FAILED;
 	sdnotify_stopping();
 	drain_after_loop(&fs, mnt, mnt_id);
+	watch_stop(bw);
+	bw = NULL;
 	evict_stop(ev);
 	ev = NULL;
 	log_info("unmounting %s", mnt);

@@ -98,6 +98,15 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_lock(&open_dirs_lock);
 	LIST_INSERT_HEAD(&open_dirs, d, open_link);
 	pthread_mutex_unlock(&open_dirs_lock);
+	/*
+	 * Kept across opens until the directory changes: through the mount
+	 * the kernel sees that itself, behind it the watch tells it. Without
+	 * the watch every read goes to the backend: a cached listing would
+	 * cost a lookup per name once the entries expire (READDIRPLUS
+	 * refreshes them by the dozen).
+	 */
+	fi->cache_readdir = req_fs(req)->watched;
+	fi->keep_cache = req_fs(req)->watched;
 	if (fuse_reply_open(req, fi) != 0)
 		dir_free(d);
 	return;

@@ -609,6 +609,21 @@ void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n)
 		inode_free(inode);
 }
 
+size_t itab_ref_all(struct inode_table *table, struct inode **out, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&table->lock);
+	for (size_t b = 0; b < table->nbuckets && n < max; b++)
+		for (struct inode *in = table->buckets[b]; in && n < max;
+		     in = in->hash_next) {
+			in->nlookup++;
+			out[n++] = in;
+		}
+	pthread_mutex_unlock(&table->lock);
+	return n;
+}
+
 size_t itab_count(struct inode_table *table)
 {
 	size_t n;

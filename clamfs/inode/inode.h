@@ -131,6 +131,12 @@ size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
 bool itab_wait_low(struct inode_table *table);
 void itab_stop_waiters(struct inode_table *table);
 
+/*
+ * Takes a reference on up to max of the table's inodes, the root among
+ * them, into out; how many. Give each back with itab_forget(table, in, 1).
+ */
+size_t itab_ref_all(struct inode_table *table, struct inode **out, size_t max);
+
 /* Whether ids are backend handles, i.e. survive a restart. */
 bool itab_handle_ids(struct inode_table *table);
 

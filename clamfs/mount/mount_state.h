@@ -70,6 +70,12 @@ struct clamfs_fs {
 	bool passthrough;	 /* negotiated at INIT (passthrough.h) */
 	bool writeback_wanted;	 /* writeback_cache=yes */
 	/*
+	 * The backend is watched (fuse/watch.h): directory contents are
+	 * cached by the kernel, and timeouts are long. Set before the
+	 * session loop starts, never changed after.
+	 */
+	bool watched;
+	/*
 	 * Negotiated at INIT: written data may sit in the kernel's page
 	 * cache until written back (gate.c flushes it before a scan).
 	 */

@@ -39,6 +39,8 @@ static const char *const names[STAT_COUNT] = {
 	[STAT_LIMITS] = "limits_exceeded",
 	[STAT_REDECIDED] = "opens_redecided",
 	[STAT_GROUPS_READ] = "caller_groups_read",
+	[STAT_WATCH_EVENTS] = "watch_events",
+	[STAT_WATCH_OVERFLOWS] = "watch_overflows",
 };
 
 static const uint64_t scan_bounds_us[STATS_SCAN_BUCKETS] = {
@@ -52,6 +54,11 @@ void stats_error(struct stats *s, enum cdp_errcat cat)
 	if ((unsigned)cat <= CDP_ERR_LOCAL)
 		atomic_fetch_add_explicit(&s->errors[cat], 1,
 					  memory_order_relaxed);
+}
+
+void stats_set_backend_watch(struct stats *s, bool on)
+{
+	atomic_store(&s->backend_watch, on);
 }
 
 void stats_set_writeback_cache(struct stats *s, bool on)
@@ -276,6 +283,8 @@ size_t stats_render(struct stats *s, const struct stats_sample *x, char *buf,
 	used = render_passthrough(atomic_load(&s->passthrough), buf, len, used);
 	used = render_writeback_cache(atomic_load(&s->writeback_cache), buf,
 				      len, used);
+	used = put(buf, len, used, "backend_watch=%s\n",
+		   atomic_load(&s->backend_watch) ? "on" : "off");
 	scan_snapshot(s, cum);
 	for (int i = 0; i < STATS_SCAN_BUCKETS; i++) {
 		seconds(le, sizeof(le), scan_bounds_us[i]);

@@ -47,7 +47,9 @@ enum stat_counter {
 	STAT_LIMITS,		 /* clamd gave up at a scan limit */
 	STAT_REDECIDED,		 /* read-write opens whose file moved between
 				  * deciding and opening as asked (gate.h) */
-	STAT_GROUPS_READ, /* callers' groups read from /proc (request.h) */
+	STAT_GROUPS_READ,     /* callers' groups read from /proc (request.h) */
+	STAT_WATCH_EVENTS,    /* backend changes told to the kernel (watch.h) */
+	STAT_WATCH_OVERFLOWS, /* ... lost, so everything was invalidated */
 	STAT_COUNT
 };
 
@@ -75,6 +77,7 @@ struct stats {
 	atomic_uint_fast64_t errors[CDP_ERR_LOCAL + 1]; /* by category */
 	const struct stats_passthrough *_Atomic passthrough;
 	atomic_bool writeback_cache; /* negotiated at INIT */
+	atomic_bool backend_watch;   /* watch.h: the kernel caches for long */
 };
 
 static inline void stats_inc(struct stats *s, enum stat_counter c)
@@ -92,6 +95,9 @@ void stats_error(struct stats *s, enum cdp_errcat cat);
 /* Whether opens use kernel passthrough; state must be static. */
 void stats_set_passthrough(struct stats *s,
 			   const struct stats_passthrough *state);
+
+/* Whether the backend is watched, so that the kernel caches for long. */
+void stats_set_backend_watch(struct stats *s, bool on);
 
 /* Whether the kernel's write-back cache is on (writeback_cache=yes). */
 void stats_set_writeback_cache(struct stats *s, bool on);
