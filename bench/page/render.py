@@ -517,6 +517,21 @@ def titled_lane_results(newest):
     return L
 
 
+# bench/dirs/run's results, DATE-LANE.md: the newest of each lane
+DIRS_RESULTS = os.path.join(TOP, "bench", "dirs", "results", "*.md")
+
+
+def dirs_section():
+    """Directory walks at several tree sizes (bench/dirs/run), the newest
+    of each lane after the template's prose; nothing while there are
+    none."""
+    newest = newest_per_lane(DIRS_RESULTS)
+    if not newest:
+        return []
+    return (section_head("Directory walks at any size", "dirs", newest) +
+            titled_lane_results(newest))
+
+
 # bench/writeback/run's results, DATE-LANE.md: the newest of each lane
 WRITEBACK_RESULTS = os.path.join(TOP, "bench", "writeback", "results",
                                  "*.md")
@@ -690,6 +705,7 @@ def render(lanes, img_rel):
         L += ["```", ""]
     L += realwork_section()
     L += fileserver_section()
+    L += dirs_section()
     L += store_section()
     L += writeback_section()
     L += fleet_section()
