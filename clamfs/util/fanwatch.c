@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fanotify.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #define FANWATCH_BUF 65536
@@ -35,6 +37,30 @@ struct fanwatch {
 	char buf[FANWATCH_BUF] __attribute__((aligned(8)));
 };
 
+/*
+ * Local filesystems on which every change is made by this kernel, so that
+ * fanotify sees it: not a cluster or network filesystem whose other nodes
+ * write behind its back, nor one rolled back under it (ZFS).
+ */
+static const unsigned long watchable[] = {
+	EXT4_SUPER_MAGIC, /* ext2, ext3 too */
+	XFS_SUPER_MAGIC,
+	BTRFS_SUPER_MAGIC,
+	TMPFS_MAGIC,
+};
+
+static int check_watchable(int fd)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) == -1)
+		return -errno;
+	for (size_t i = 0; i < sizeof(watchable) / sizeof(watchable[0]); i++)
+		if ((unsigned long)sf.f_type == watchable[i])
+			return 0;
+	return -EOPNOTSUPP;
+}
+
 int fanwatch_open(int root_fd, struct fanwatch **out)
 {
 	struct fanwatch *w = calloc(1, sizeof(*w));
@@ -48,6 +74,9 @@ int fanwatch_open(int root_fd, struct fanwatch **out)
 		ret = -errno;
 		goto fail;
 	}
+	ret = check_watchable(w->root_fd);
+	if (ret)
+		goto fail;
 	w->fd = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK |
 				      FAN_REPORT_DFID_NAME | FAN_REPORT_FID,
 			      O_RDONLY | O_LARGEFILE);
@@ -107,22 +136,37 @@ static void one_event(struct fanwatch *w,
 	while (p + sizeof(struct fanotify_event_info_header) <= end) {
 		const struct fanotify_event_info_fid *info = (const void *)p;
 		struct file_handle *fh = (struct file_handle *)info->handle;
+		size_t head = sizeof(*info) + sizeof(*fh);
 		const char *name;
 
-		if (info->hdr.len < sizeof(*info) + sizeof(*fh) ||
-		    p + info->hdr.len > end)
+		if (info->hdr.len < head || p + info->hdr.len > end ||
+		    fh->handle_bytes > info->hdr.len - head)
 			return; /* malformed: nothing to trust in the rest */
 		p += info->hdr.len;
 		switch (info->hdr.info_type) {
 		case FAN_EVENT_INFO_TYPE_DFID_NAME:
 			name = (const char *)fh->f_handle + fh->handle_bytes;
-			/* "." is the directory itself: its FID record says */
-			if (!(m->mask & NAME_EVENTS) ||
-			    strcmp(name, ".") == 0 ||
-			    !handle_object(w, fh, &ev.dev, &ev.ino))
-				break;
-			ev.kind = FANWATCH_NAME;
-			ev.name = name;
+			if (!memchr(name, 0,
+				    info->hdr.len - head - fh->handle_bytes))
+				return;
+			/*
+			 * "." is an event on the directory itself, which
+			 * comes with no FID record of its own: its mode,
+			 * owner or times changed.
+			 */
+			if (strcmp(name, ".") == 0) {
+				if (!(m->mask & FAN_ATTRIB) ||
+				    !handle_object(w, fh, &ev.dev, &ev.ino))
+					break;
+				ev.kind = FANWATCH_ATTR;
+				ev.name = NULL;
+			} else {
+				if (!(m->mask & NAME_EVENTS) ||
+				    !handle_object(w, fh, &ev.dev, &ev.ino))
+					break;
+				ev.kind = FANWATCH_NAME;
+				ev.name = name;
+			}
 			each(ctx, &ev);
 			(*n)++;
 			break;
@@ -150,6 +194,7 @@ int fanwatch_read(struct fanwatch *w,
 	ssize_t len, off;
 	int n = 0;
 
+	/* one buffer a call: the caller's loop looks at its stop signal */
 	for (;;) {
 		len = read(w->fd, w->buf, sizeof(w->buf));
 		if (len == -1) {
@@ -167,6 +212,8 @@ int fanwatch_read(struct fanwatch *w,
 			if (m.vers != FANOTIFY_METADATA_VERSION)
 				return -EPROTO;
 			if (m.event_len < sizeof(m) ||
+			    m.metadata_len < sizeof(m) ||
+			    m.metadata_len > m.event_len ||
 			    off + (ssize_t)m.event_len > len)
 				return -EPROTO;
 			if (m.mask & FAN_Q_OVERFLOW) {
@@ -181,6 +228,7 @@ int fanwatch_read(struct fanwatch *w,
 				continue; /* our own backend calls */
 			one_event(w, &m, w->buf + off, each, ctx, &n);
 		}
+		return n;
 	}
 }
 

@@ -17,7 +17,8 @@ struct fanwatch;
 enum fanwatch_kind {
 	FANWATCH_NAME,	   /* a name in directory (dev, ino) came or went */
 	FANWATCH_CONTENT,  /* object (dev, ino) was written or truncated */
-	FANWATCH_ATTR,	   /* object (dev, ino) changed mode, owner, times */
+	FANWATCH_ATTR,	   /* object (dev, ino) changed mode, owner, times,
+			    * links (a directory too) */
 	FANWATCH_OVERFLOW, /* events were lost: anything may have changed */
 };
 
@@ -32,8 +33,9 @@ struct fanwatch_event {
  * Watches the filesystem of the directory open at root_fd (an O_PATH
  * descriptor will do). 0, or a negative errno: -EPERM
  * without CAP_SYS_ADMIN, -EINVAL/-ENODEV/-EOPNOTSUPP/-EXDEV where the
- * kernel or the filesystem cannot watch it so (no file handles, a network
- * or FUSE filesystem).
+ * kernel or the filesystem cannot watch it so; -EOPNOTSUPP for any
+ * filesystem but ext2/3/4, xfs, btrfs and tmpfs (network, cluster and FUSE
+ * filesystems change behind this kernel's back).
  */
 int fanwatch_open(int root_fd, struct fanwatch **out);
 
@@ -41,10 +43,11 @@ int fanwatch_open(int root_fd, struct fanwatch **out);
 int fanwatch_fd(const struct fanwatch *w);
 
 /*
- * Reads what is queued and calls each(ctx, event) for every change made
- * by another process; objects that are gone (handles that no longer open)
- * are skipped, since their names' events tell the rest. Returns how many
- * events were handed on, 0 when none was queued, or a negative errno.
+ * Reads what is queued (at most one buffer, so that a busy filesystem
+ * cannot keep the caller here) and calls each(ctx, event) for every change
+ * made by another process; objects that are gone (handles that no longer
+ * open) are skipped, since their names' events tell the rest. Returns how
+ * many events were handed on, 0 when none was queued, or a negative errno.
  */
 int fanwatch_read(struct fanwatch *w,
 		  void (*each)(void *ctx, const struct fanwatch_event *ev),
