@@ -373,7 +373,7 @@ static const char *one_line(const char *lines, char *buf, size_t len)
  * Before the session loop: nothing reads the timeouts yet.
  */
 static struct backwatch *start_watch(struct clamfs_fs *fs, int root_fd,
-				     const char *mnt)
+				     dev_t root_dev, const char *mnt)
 {
 	struct backwatch *bw;
 	const char *why;
@@ -389,16 +389,13 @@ static struct backwatch *start_watch(struct clamfs_fs *fs, int root_fd,
 			 strerror(errno));
 		return NULL;
 	}
-	fs->watched = true;
-	if (fs->attr_timeout < WATCH_CACHE_SECONDS)
-		fs->attr_timeout = WATCH_CACHE_SECONDS;
-	/* without default_permissions it stays 0 (see main) */
-	if (fs->entry_timeout > 0 && fs->entry_timeout < WATCH_CACHE_SECONDS)
-		fs->entry_timeout = WATCH_CACHE_SECONDS;
+	fs->watched_dev = root_dev;
+	atomic_store(&fs->watched, true);
 	stats_set_backend_watch(&fs->stats, true);
 	log_info("watch_backend: on: names and attributes cached for %.0f s, "
-		 "directory contents until they change",
-		 fs->attr_timeout);
+		 "directory contents until they change (on the backend's own "
+		 "filesystem)",
+		 watch_attr_timeout(fs, root_dev));
 	return bw;
 }
 
@@ -533,7 +530,7 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	}
 	if (opts.watch_backend)
-		bw = start_watch(&fs, root_fd, mnt);
+		bw = start_watch(&fs, root_fd, root_st.st_dev, mnt);
 	install_crash_handlers(mnt);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
 		 "on_error=%s",
@@ -554,9 +551,9 @@ int main(int argc, char *argv[])
 							  : EXIT_FAILED;
 	sdnotify_stopping();
 	drain_after_loop(&fs, mnt, mnt_id);
-	watch_stop(bw);
+	watch_stop(bw, mnt_id);
 	bw = NULL;
-	evict_stop(ev);
+	evict_stop(ev, mnt_id);
 	ev = NULL;
 	log_info("unmounting %s", mnt);
 	/*

@@ -85,12 +85,12 @@ struct evictor *evict_start(struct clamfs_fs *fs, const char *mountpoint)
 	return ev;
 }
 
-void evict_stop(struct evictor *ev)
+void evict_stop(struct evictor *ev, unsigned long long mnt_id)
 {
 	if (!ev)
 		return;
 	itab_stop_waiters(ev->fs->itab);
-	join_serving(ev->fs, ev->thread, ev->mountpoint, "evictor");
+	join_serving(ev->fs, ev->thread, ev->mountpoint, mnt_id, "evictor");
 	free(ev->mountpoint);
 	free(ev);
 }

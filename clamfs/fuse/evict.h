@@ -20,9 +20,10 @@ struct evictor *evict_start(struct clamfs_fs *fs, const char *mountpoint);
 /*
  * Stops and joins it, serving requests meanwhile if need be (a
  * notification can wait for one), and as a last resort aborting the
- * connection by a forced unmount: call it once the FUSE loop has ended,
- * before the scanner threads stop. NULL is fine.
+ * connection by a forced unmount of the mount with id mnt_id, if still on
+ * top (join_serving.h): call it once the FUSE loop has ended, before the
+ * scanner threads stop. NULL is fine.
  */
-void evict_stop(struct evictor *ev);
+void evict_stop(struct evictor *ev, unsigned long long mnt_id);
 
 #endif

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "mountpoint.h"
 
 /* How often join_serving looks for requests while waiting for the thread. */
 #define JOIN_POLL_MS 50
@@ -34,8 +35,19 @@ static void serve_one(struct fuse_session *se)
 	free(buf.mem);
 }
 
+/* Whether our mount (mnt_id) is still the one on top at mountpoint. */
+static bool ours(const char *mountpoint, unsigned long long mnt_id)
+{
+	unsigned long long id;
+
+	return mnt_id &&
+	       mountpoint_top_id(MOUNTINFO_SELF, mountpoint, &id) == 1 &&
+	       id == mnt_id;
+}
+
 void join_serving(struct clamfs_fs *fs, pthread_t thread,
-		  const char *mountpoint, const char *who)
+		  const char *mountpoint, unsigned long long mnt_id,
+		  const char *who)
 {
 	struct fuse_session *se = fs->se;
 	bool reset = false, aborted = false, busy = false;
@@ -63,11 +75,13 @@ void join_serving(struct clamfs_fs *fs, pthread_t thread,
 		 * return. A forced unmount aborts it; we are stopping anyway.
 		 */
 		waited += 2 * JOIN_POLL_MS;
-		if (waited >= JOIN_ABORT_MS && !aborted) {
+		if (waited >= JOIN_ABORT_MS && !aborted &&
+		    ours(mountpoint, mnt_id)) {
 			log_warn("%s stuck on a dropped request: aborting the "
 				 "connection to %s",
 				 who, mountpoint);
-			busy = umount2(mountpoint, MNT_FORCE) == -1 &&
+			busy = umount2(mountpoint,
+				       MNT_FORCE | UMOUNT_NOFOLLOW) == -1 &&
 			       errno == EBUSY;
 			aborted = true;
 		}
@@ -76,8 +90,8 @@ void join_serving(struct clamfs_fs *fs, pthread_t thread,
 	 * libfuse does not unmount a connection it finds aborted. Only when
 	 * the forced unmount found the mount busy is it still ours on top.
 	 */
-	if (busy)
-		umount2(mountpoint, MNT_DETACH);
+	if (busy && ours(mountpoint, mnt_id))
+		umount2(mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW);
 	if (reset)
 		fuse_session_exit(se);
 }

@@ -14,9 +14,12 @@
 /*
  * Joins thread (told to stop already), answering the session's requests
  * on this thread meanwhile, and as a last resort aborting the connection
- * by a forced unmount of mountpoint. who names the thread in the log.
+ * by a forced unmount of mountpoint, if the mount on top there is still
+ * ours (mount id mnt_id; 0: unknown, never). who names the thread in the
+ * log.
  */
 void join_serving(struct clamfs_fs *fs, pthread_t thread,
-		  const char *mountpoint, const char *who);
+		  const char *mountpoint, unsigned long long mnt_id,
+		  const char *who);
 
 #endif

@@ -17,6 +17,7 @@
 #include "ops.h"
 #include "procfd.h"
 #include "request.h"
+#include "watch.h"
 
 struct dir_handle {
 	DIR *dp;
@@ -105,8 +106,8 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * cost a lookup per name once the entries expire (READDIRPLUS
 	 * refreshes them by the dozen).
 	 */
-	fi->cache_readdir = req_fs(req)->watched;
-	fi->keep_cache = req_fs(req)->watched;
+	fi->cache_readdir = watch_covers(req_fs(req), inode_dev(dir));
+	fi->keep_cache = fi->cache_readdir;
 	if (fuse_reply_open(req, fi) != 0)
 		dir_free(d);
 	return;

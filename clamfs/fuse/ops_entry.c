@@ -20,6 +20,7 @@
 #include "ops.h"
 #include "procfd.h"
 #include "request.h"
+#include "watch.h"
 
 /* How long a lookup at the inode table's cap waits for FORGETs. */
 #define LOOKUP_ROOM_WAIT_MS 50
@@ -189,7 +190,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, errno);
 		return;
 	}
-	fuse_reply_attr(req, &st, req_fs(req)->attr_timeout);
+	fuse_reply_attr(req, &st, watch_attr_timeout(req_fs(req), st.st_dev));
 }
 
 /* UTIME_OMIT for what is not set; works on O_PATH fds of any type. */
@@ -431,7 +432,8 @@ out:
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		fuse_reply_attr(req, &st, req_fs(req)->attr_timeout);
+		fuse_reply_attr(req, &st,
+				watch_attr_timeout(req_fs(req), st.st_dev));
 	return true;
 }
 

@@ -15,6 +15,7 @@
 #include "groupfree.h"
 #include "log.h"
 #include "procfd.h"
+#include "watch.h"
 
 static int identity_fetch_groups(fuse_req_t req, struct req_identity *id)
 {
@@ -233,8 +234,8 @@ void fs_entry_fill(struct clamfs_fs *fs, struct inode *inode,
 	e->ino = inode_nodeid(fs, inode);
 	e->generation = inode_generation(inode);
 	e->attr = *st;
-	e->attr_timeout = fs->attr_timeout;
-	e->entry_timeout = fs->entry_timeout;
+	e->attr_timeout = watch_attr_timeout(fs, st->st_dev);
+	e->entry_timeout = watch_entry_timeout(fs, st->st_dev);
 }
 
 int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,

@@ -9,6 +9,7 @@
 #include "watch.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fanwatch.h"
@@ -46,6 +48,28 @@ struct backwatch {
 	char *mountpoint;
 };
 
+bool watch_covers(struct clamfs_fs *fs, dev_t dev)
+{
+	return atomic_load_explicit(&fs->watched, memory_order_relaxed) &&
+	       dev == fs->watched_dev;
+}
+
+double watch_attr_timeout(struct clamfs_fs *fs, dev_t dev)
+{
+	return watch_covers(fs, dev) && fs->attr_timeout < WATCH_CACHE_SECONDS
+		       ? WATCH_CACHE_SECONDS
+		       : fs->attr_timeout;
+}
+
+double watch_entry_timeout(struct clamfs_fs *fs, dev_t dev)
+{
+	/* 0 without default_permissions stays 0 (see main) */
+	return watch_covers(fs, dev) && fs->entry_timeout > 0 &&
+			       fs->entry_timeout < WATCH_CACHE_SECONDS
+		       ? WATCH_CACHE_SECONDS
+		       : fs->entry_timeout;
+}
+
 bool watch_kernel_ready(const char **why)
 {
 	struct utsname u;
@@ -74,22 +98,27 @@ static int drop_all_names(struct clamfs_fs *fs)
  * directory contents of every inode the kernel may know (an epoch does
  * not reach those on this kernel).
  */
-static void invalidate_everything(struct clamfs_fs *fs)
+/*
+ * From now on the kernel gets the configured timeouts and no cached
+ * listings: what it caches can no longer be kept true.
+ */
+static void give_up_long_caches(struct clamfs_fs *fs, const char *why)
+{
+	if (!atomic_exchange(&fs->watched, false))
+		return;
+	stats_set_backend_watch(&fs->stats, false);
+	log_err("backend watch: %s: the kernel's caches go back to the "
+		"configured timeouts",
+		why);
+}
+
+static size_t invalidate_all_inodes(struct clamfs_fs *fs)
 {
 	size_t max = itab_count(fs->itab) + 64, n;
 	struct inode **all = calloc(max, sizeof(*all));
-	int ret = drop_all_names(fs);
 
-	if (ret)
-		log_err("backend watch: events were lost and the kernel "
-			"refused to drop its names (%s): what it caches may "
-			"be stale for up to %.0f s",
-			strerror(-ret), WATCH_CACHE_SECONDS);
-	if (!all) {
-		log_err("backend watch: events were lost and no memory to "
-			"invalidate attributes");
-		return;
-	}
+	if (!all)
+		return 0;
 	n = itab_ref_all(fs->itab, all, max);
 	for (size_t i = 0; i < n; i++) {
 		/* -ENOENT: the kernel does not hold it; nothing to do */
@@ -98,7 +127,28 @@ static void invalidate_everything(struct clamfs_fs *fs)
 		itab_forget(fs->itab, all[i], 1);
 	}
 	free(all);
-	log_warn("backend watch: events were lost; invalidated %zu inodes", n);
+	return n;
+}
+
+static void invalidate_everything(struct clamfs_fs *fs)
+{
+	static atomic_llong last_log_s;
+	long long now = (long long)time(NULL);
+	int ret = drop_all_names(fs);
+	size_t n;
+
+	if (ret) {
+		log_err("backend watch: the kernel refused to drop its names "
+			"(%s): those it caches may be stale for up to %.0f s",
+			strerror(-ret), WATCH_CACHE_SECONDS);
+		give_up_long_caches(fs, "cannot drop names");
+	}
+	n = invalidate_all_inodes(fs);
+	/* anybody can fill the queue: once a minute in the log is plenty */
+	if (now - atomic_exchange(&last_log_s, now) >= 60)
+		log_warn("backend watch: events were lost; invalidated %zu "
+			 "inodes (watch_overflows counts every time)",
+			 n);
 }
 
 static void on_event(void *ctx, const struct fanwatch_event *ev)
@@ -147,19 +197,19 @@ static void *watch_main(void *arg)
 		if (poll(pfd, 2, -1) == -1) {
 			if (errno == EINTR)
 				continue;
-			log_err("backend watch: poll: %s", strerror(errno));
-			break;
+			ret = -errno;
+			goto failed;
 		}
 		if (pfd[1].revents)
 			break;
 		ret = fanwatch_read(w->fw, on_event, w->fs);
-		if (ret < 0) {
-			/* what the kernel caches can no longer be kept true */
-			log_err("backend watch: %s", strerror(-ret));
-			invalidate_everything(w->fs);
-			break;
-		}
+		if (ret < 0)
+			goto failed;
 	}
+	return NULL;
+failed:
+	give_up_long_caches(w->fs, strerror(-ret));
+	invalidate_everything(w->fs);
 	return NULL;
 }
 
@@ -193,7 +243,7 @@ struct backwatch *watch_start(struct clamfs_fs *fs, int root_fd,
 	return w;
 }
 
-void watch_stop(struct backwatch *w)
+void watch_stop(struct backwatch *w, unsigned long long mnt_id)
 {
 	uint64_t one = 1;
 
@@ -201,7 +251,7 @@ void watch_stop(struct backwatch *w)
 		return;
 	if (write(w->stop_fd, &one, sizeof(one)) != sizeof(one))
 		log_warn("backend watch: cannot stop it: %s", strerror(errno));
-	join_serving(w->fs, w->thread, w->mountpoint, "backend watch");
+	join_serving(w->fs, w->thread, w->mountpoint, mnt_id, "backend watch");
 	fanwatch_close(w->fw);
 	close(w->stop_fd);
 	free(w->mountpoint);

@@ -18,6 +18,16 @@
 /* How long the kernel may keep what the watch keeps true, in seconds. */
 #define WATCH_CACHE_SECONDS 3600.0
 
+/*
+ * Whether what the kernel caches of an inode on device dev is kept true
+ * by the watch: the backend's own filesystem, while the watch works (a
+ * filesystem mounted inside the backend is not watched).
+ */
+bool watch_covers(struct clamfs_fs *fs, dev_t dev);
+/* The timeouts to give the kernel for an inode on device dev. */
+double watch_attr_timeout(struct clamfs_fs *fs, dev_t dev);
+double watch_entry_timeout(struct clamfs_fs *fs, dev_t dev);
+
 struct backwatch;
 
 /*
@@ -35,6 +45,6 @@ struct backwatch *watch_start(struct clamfs_fs *fs, int root_fd,
 			      const char *mountpoint);
 
 /* Stops and joins it once the FUSE loop has ended (as evict_stop). */
-void watch_stop(struct backwatch *w);
+void watch_stop(struct backwatch *w, unsigned long long mnt_id);
 
 #endif

@@ -289,9 +289,16 @@ static void forget_removed_name(struct clamfs_fs *fs, struct pending *p)
 	 * holds: counted as a write-back is, and not once a stop ended them.
 	 */
 	atomic_fetch_add(&fs->kernel_waits, 1);
-	if (!atomic_load(&fs->notify_stopped))
+	if (!atomic_load(&fs->notify_stopped)) {
 		fs->kernel->inval_entry(fs, nodeid, p->removed_name,
 					strlen(p->removed_name));
+		/*
+		 * and the directory's listing, which the kernel keeps under
+		 * watch_backend (the watch skips our own calls), even when
+		 * it had no entry for the name
+		 */
+		fs->kernel->inval_inode(fs, nodeid);
+	}
 	atomic_fetch_sub(&fs->kernel_waits, 1);
 	itab_forget(fs->itab, parent, 1);
 }

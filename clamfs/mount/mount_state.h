@@ -70,11 +70,13 @@ struct clamfs_fs {
 	bool passthrough;	 /* negotiated at INIT (passthrough.h) */
 	bool writeback_wanted;	 /* writeback_cache=yes */
 	/*
-	 * The backend is watched (fuse/watch.h): directory contents are
-	 * cached by the kernel, and timeouts are long. Set before the
-	 * session loop starts, never changed after.
+	 * The backend's filesystem, device watched_dev, is watched
+	 * (fuse/watch.h): its directories' contents are cached by the kernel,
+	 * and its inodes' timeouts are long. Turned off for good if the watch
+	 * fails.
 	 */
-	bool watched;
+	atomic_bool watched;
+	dev_t watched_dev;
 	/*
 	 * Negotiated at INIT: written data may sit in the kernel's page
 	 * cache until written back (gate.c flushes it before a scan).

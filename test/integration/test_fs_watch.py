@@ -8,8 +8,10 @@
 # the same checks see the stale view, so they can fail.
 import os
 import random
+import re
 import signal
 import stat
+import subprocess
 import threading
 import time
 
@@ -23,8 +25,8 @@ VISIBLE_S = 1.0
 
 
 def kernel_ready():
-    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
-    return (major, minor) >= (6, 16)
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return bool(m) and (int(m[1]), int(m[2])) >= (6, 16)
 
 
 pytestmark = pytest.mark.skipif(
@@ -61,8 +63,8 @@ def view(root):
 
 
 def changes(m):
-    """The six kinds of change the issue names, each with the check that
-    the mount shows it."""
+    """The six kinds of change the issue names, and their siblings, each
+    with the check that the mount shows it."""
     d, md = m.b("d"), m.m("d")
     return [
         ("create", lambda: put(os.path.join(d, "new"), b"hello"),
@@ -82,6 +84,22 @@ def changes(m):
          lambda: os.stat(os.path.join(md, "renamed")).st_size == 11),
         ("touch", lambda: os.utime(os.path.join(d, "renamed"), (1000, 1000)),
          lambda: os.stat(os.path.join(md, "renamed")).st_mtime == 1000),
+        ("truncate", lambda: os.truncate(os.path.join(d, "renamed"), 2),
+         lambda: os.stat(os.path.join(md, "renamed")).st_size == 2),
+        ("link", lambda: os.link(os.path.join(d, "renamed"),
+                                 os.path.join(d, "linked")),
+         lambda: os.stat(os.path.join(md, "renamed")).st_nlink == 2
+         and "linked" in os.listdir(md)),
+        ("mkdir", lambda: os.mkdir(os.path.join(d, "sub")),
+         lambda: os.path.isdir(os.path.join(md, "sub"))),
+        ("move a directory", lambda: os.rename(os.path.join(d, "sub"),
+                                               m.b("moved")),
+         lambda: "sub" not in os.listdir(md)
+         and os.path.isdir(m.m("moved"))),
+        ("rmdir", lambda: os.rmdir(m.b("moved")),
+         lambda: not os.path.exists(m.m("moved"))),
+        ("chmod a directory", lambda: os.chmod(d, 0o700),
+         lambda: os.stat(md).st_mode & 0o777 == 0o700),
     ]
 
 
@@ -117,7 +135,7 @@ def test_without_the_watch_hour_long_timeouts_are_stale(mount_clamfs,
              if (change(), seen(shows, limit=0.3))[1] is None]
     # listings are not cached without the watch: creates, deletes and
     # renames show in readdir at once; attributes do not
-    assert {"chmod", "write", "touch"} <= set(stale), stale
+    assert {"chmod", "write", "touch", "truncate"} <= set(stale), stale
 
 
 def test_own_changes_are_not_events(watched):
@@ -136,7 +154,12 @@ def test_own_changes_are_not_events(watched):
     os.unlink(m.m("g0"))
     assert sorted(os.listdir(m.mnt)) == sorted("g%d" % i
                                                for i in range(1, 20))
-    assert stats(m.mnt)["watch_events"] == s0
+    # then one change behind the mount: once the cached listing shows it
+    # (the watch's invalidation, counted first), every event before it
+    # has been read, and it is the only one counted
+    os.mkdir(m.b("marker"))
+    assert seen(lambda: "marker" in os.listdir(m.mnt)) is not None
+    assert stats(m.mnt)["watch_events"] == s0 + 1
 
 
 def test_thousands_of_changes_while_a_reader_walks(watched):
@@ -184,7 +207,8 @@ def test_thousands_of_changes_while_a_reader_walks(watched):
         stop.set()
         t.join()
     assert walks, "the reader never finished a walk"
-    assert seen(lambda: view(m.mnt) == view(m.backend)) is not None
+    # the watch may still be working through thousands of queued events
+    assert seen(lambda: view(m.mnt) == view(m.backend), limit=20) is not None
 
 
 def test_lost_events_invalidate_everything(watched):
@@ -197,6 +221,8 @@ def test_lost_events_invalidate_everything(watched):
     assert os.listdir(m.m("many")) == []
     with open("/proc/sys/fs/fanotify/max_queued_events") as f:
         queue = int(f.read())
+    if queue > 100000:
+        pytest.skip("fanotify's queue holds %d events here" % queue)
     before = stats(m.mnt)["watch_overflows"]
     os.kill(m.pid, signal.SIGSTOP)
     try:
@@ -206,9 +232,32 @@ def test_lost_events_invalidate_everything(watched):
         os.chmod(m.b("d"), 0o700)
     finally:
         os.kill(m.pid, signal.SIGCONT)
-    assert seen(lambda: len(os.listdir(m.m("many"))) == queue + 1000
+    def shows():
+        time.sleep(0.05)  # a listing of 17,000 names is not free
+        return (len(os.listdir(m.m("many"))) == queue + 1000
                 and os.listdir(m.m("d")) == []
                 and not os.path.exists(m.m("d", "old"))
-                and os.stat(m.m("d")).st_mode & 0o777 == 0o700,
-                limit=10) is not None
+                and os.stat(m.m("d")).st_mode & 0o777 == 0o700)
+    assert seen(shows, limit=10) is not None
     assert stats(m.mnt)["watch_overflows"] > before
+
+
+def test_a_filesystem_mounted_inside_is_not_cached_for_long(watched):
+    """The watch covers the backend's own filesystem: a tmpfs mounted in
+    the backend gets the configured timeouts, so a change made in it
+    behind the mount shows once they run out, not an hour later."""
+    m = watched
+    sub = m.b("sub")
+    os.mkdir(sub)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", sub],
+                   check=True)
+    try:
+        put(os.path.join(sub, "f"), b"x")
+        os.chmod(os.path.join(sub, "f"), 0o644)
+        assert os.stat(m.m("sub", "f")).st_mode & 0o777 == 0o644
+        os.chmod(os.path.join(sub, "f"), 0o600)
+        # attr_timeout is 1 s by default
+        assert seen(lambda: os.stat(m.m("sub", "f")).st_mode & 0o777
+                    == 0o600, limit=3) is not None
+    finally:
+        subprocess.run(["umount", "-l", sub], check=False)
