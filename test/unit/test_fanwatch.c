@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "scratch_dir.h"
+
 #include "fanwatch.h"
 
 #define MAX_EVENTS 256
@@ -310,23 +312,14 @@ static void test_refused_where_no_watch_fits(void **state)
 static int setup(void **state)
 {
 	(void)state;
-	if (!getcwd(dir, sizeof(dir) - 16))
-		return -1;
-	strcat(dir, "/fanwatch.XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	dir_fd = scratch_dir_make(dir, "fanwatch");
 	return dir_fd < 0 ? -1 : 0;
 }
 
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
 	(void)state;
-	close(dir_fd);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return scratch_dir_remove(dir, dir_fd);
 }
 
 int main(void)

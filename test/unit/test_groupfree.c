@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "scratch_dir.h"
+
 #include "groupfree.h"
 
 static char dir[PATH_MAX];
@@ -190,23 +192,14 @@ static void test_other_filesystems_need_groups(void **state)
 static int setup(void **state)
 {
 	(void)state;
-	if (!getcwd(dir, sizeof(dir) - 16))
-		return -1;
-	strcat(dir, "/groupfree.XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	dir_fd = scratch_dir_make(dir, "groupfree");
 	return dir_fd < 0 ? -1 : 0;
 }
 
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
 	(void)state;
-	close(dir_fd);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return scratch_dir_remove(dir, dir_fd);
 }
 
 int main(void)
