@@ -94,11 +94,6 @@ static int drop_all_names(struct clamfs_fs *fs)
 }
 
 /*
- * Events were lost: names (a new epoch), and attributes, pages and
- * directory contents of every inode the kernel may know (an epoch does
- * not reach those on this kernel).
- */
-/*
  * From now on the kernel gets the configured timeouts and no cached
  * listings: what it caches can no longer be kept true.
  */
@@ -130,6 +125,11 @@ static size_t invalidate_all_inodes(struct clamfs_fs *fs)
 	return n;
 }
 
+/*
+ * Events were lost: names (a new epoch), and attributes, pages and
+ * directory contents of every inode the kernel may know (an epoch does
+ * not reach those on this kernel).
+ */
 static void invalidate_everything(struct clamfs_fs *fs)
 {
 	static atomic_llong last_log_s;
