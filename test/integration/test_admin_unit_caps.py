@@ -59,13 +59,18 @@ def test_unit_capabilities_cache_verdicts(mount_clamfs, clamd, caps):
     for _ in range(3):
         with open(m.m("users-file"), "rb") as f:
             assert f.read() == b"u" * 100
-    d = delta(s0, stats(m.mnt), "scans", "opens_cache_hit")
+    d = delta(s0, stats(m.mnt), "scans", "scans_joined", "opens_cache_hit")
     warned = "cannot tell whether a backend file has writers" in \
         m.stderr_text()
     if caps == "unit":
-        assert d == {"scans": 1, "opens_cache_hit": 2}, d
+        assert d == {"scans": 1, "scans_joined": 0, "opens_cache_hit": 2}, d
         assert not warned, m.stderr_text()
     else:
-        # the control: what the unit would do without CAP_LEASE
-        assert d == {"scans": 3, "opens_cache_hit": 0}, d
+        # the control: what the unit would do without CAP_LEASE. No
+        # verdict is kept, so every open is scanned; one that comes while
+        # the previous open's scan is still in the queue (answered, not
+        # yet gone: a loaded machine) joins it instead, by design
+        # (scanq.h's single flight)
+        assert d["opens_cache_hit"] == 0, d
+        assert d["scans"] >= 1 and d["scans"] + d["scans_joined"] == 3, d
         assert warned
