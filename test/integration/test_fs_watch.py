@@ -51,13 +51,20 @@ def seen(pred, limit=VISIBLE_S):
         time.sleep(0.001)
 
 
-def view(root):
-    """Every name under root with its type, size and mode."""
+def view(root, racing=False):
+    """Every name under root with its type, size and mode. racing: a walk
+    beside a writer, where a listed name may be gone by the time it is
+    looked at; it is passed over, as find does, so that the walk goes on."""
     out = {}
     for d, dirs, files in os.walk(root):
         for n in dirs + files:
             p = os.path.join(d, n)
-            st = os.lstat(p)
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                if not racing:
+                    raise
+                continue
             out[os.path.relpath(p, root)] = (st.st_mode, st.st_size)
     return out
 
@@ -175,12 +182,12 @@ def test_thousands_of_changes_while_a_reader_walks(watched):
     walks = []
 
     def reader():
+        # a walk that gave up at the first name gone under it never ended
+        # while the writer ran flat out (CI, 2026-12-07): one that goes on
+        # past vanished names always ends, and each one is counted
         while not stop.is_set():
-            try:
-                view(m.mnt)
-                walks.append(1)
-            except FileNotFoundError:
-                pass  # a name went while walking: as natively
+            view(m.mnt, racing=True)
+            walks.append(1)
 
     t = threading.Thread(target=reader)
     t.start()
@@ -204,6 +211,8 @@ def test_thousands_of_changes_while_a_reader_walks(watched):
                 with open(os.path.join(d, rnd.choice(names)), "ab") as f:
                     f.write(b"z" * rnd.randrange(1, 9))
     finally:
+        # the walk under way when the writer ends began among its changes
+        seen(lambda: walks, limit=30)
         stop.set()
         t.join()
     assert walks, "the reader never finished a walk"
@@ -232,14 +241,18 @@ def test_lost_events_invalidate_everything(watched):
         os.chmod(m.b("d"), 0o700)
     finally:
         os.kill(m.pid, signal.SIGCONT)
-    def shows():
-        time.sleep(0.05)  # a listing of 17,000 names is not free
-        return (len(os.listdir(m.m("many"))) == queue + 1000
-                and os.listdir(m.m("d")) == []
+    # the loss first, through the root's xattr alone: listing "many" now
+    # would bring 17,000 inodes in by READDIRPLUS, and the evictor making
+    # room would drop d's cached name and attributes as well, showing the
+    # backend as it is without the overflow's doing (seen under load, CI
+    # 2026-12-07)
+    assert seen(lambda: stats(m.mnt)["watch_overflows"] > before,
+                limit=10) is not None
+    assert seen(lambda: os.listdir(m.m("d")) == []
                 and not os.path.exists(m.m("d", "old"))
-                and os.stat(m.m("d")).st_mode & 0o777 == 0o700)
-    assert seen(shows, limit=10) is not None
-    assert stats(m.mnt)["watch_overflows"] > before
+                and os.stat(m.m("d")).st_mode & 0o777 == 0o700,
+                limit=10) is not None
+    assert len(os.listdir(m.m("many"))) == queue + 1000
 
 
 def test_a_filesystem_mounted_inside_is_not_cached_for_long(watched):
