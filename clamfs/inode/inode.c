@@ -191,9 +191,13 @@ static bool itab_low_locked(struct inode_table *table)
 	/*
 	 * Eviction is asynchronous (the kernel's FORGETs come back later):
 	 * it starts while there is room for a quick succession of lookups to
-	 * go on meanwhile. A small table is kept as small as it goes.
+	 * go on meanwhile, an eighth of the target plus the margin up to the
+	 * cap. Starting at half of it kept a tree of 7,500 files out of the
+	 * kernel's caches under a limit of 20,000 descriptors (a 10,000-file
+	 * find walked 8 times slower than natively the second time, 1.6 times
+	 * with an eighth). A small table is kept as small as it goes.
 	 */
-	return room < table->target / 2 || room < ITAB_LOW_ROOM;
+	return room < table->target / 8 || room < ITAB_LOW_ROOM;
 }
 
 static size_t id_hash(uint64_t id)

@@ -88,9 +88,9 @@ void itab_set_max(struct inode_table *table, size_t target, size_t max);
 size_t itab_room(struct inode_table *table);
 
 /*
- * Whether less than half of the target (or less than 1024 inodes) is left:
- * time to have the kernel forget inodes, and to stop handing out inodes
- * nobody asked for.
+ * Whether less than an eighth of the target (or less than 1024 inodes) is
+ * left: time to have the kernel forget inodes, and to stop handing out
+ * inodes nobody asked for.
  */
 bool itab_low(struct inode_table *table);
 

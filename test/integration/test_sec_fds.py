@@ -19,6 +19,7 @@ import pytest
 
 from clamfstest.env import SLOW
 from clamfstest.wait import past_the_fd_cap
+from clamfstest.stats import read_stats
 from scanutil import mount_scan
 
 J = os.path.join
@@ -133,6 +134,40 @@ def test_big_tree_under_service_fd_limit(mount_clamfs, clamd):
 
     soft, hard = daemon_limits(m.pid)
     assert daemon_fds(m.pid) < soft
+
+
+def inode_budget(m):
+    """The inode count the daemon starts evicting from, as it logged it."""
+    want = re.compile(r"up to \d+ inodes held open \(evicted from (\d+)\)")
+    deadline = time.monotonic() + 10 * SLOW
+    while not (found := want.search(m.stderr_text())):
+        assert time.monotonic() < deadline, m.stderr_text()
+        time.sleep(0.05)
+    return int(found[1])
+
+
+def test_tree_well_within_the_budget_stays_known(mount_clamfs, clamd):
+    """A tree of three quarters of the inode budget is walked twice and
+    every one of its inodes is still known after: eviction starts when
+    little of the budget is left, not at half of it (which kept a
+    10,000-file tree out of the kernel's caches under a 20,000 limit)."""
+    m = mount_scan(mount_clamfs, clamd)
+    budget = inode_budget(m)
+    n = min(budget * 3 // 4, 12000)
+    if n < 4096:
+        pytest.skip(f"a budget of {budget} inodes: the 1,024 floor decides")
+    per_dir = 100
+    for i in range(0, n, per_dir):
+        make_files(m.b(f"d{i // per_dir:04d}"), min(per_dir, n - i))
+    dirs = (n + per_dir - 1) // per_dir
+    for _ in range(2):
+        r = subprocess.run(["find", m.mnt, "-printf", "%s\n"],
+                           capture_output=True, text=True,
+                           timeout=120 * SLOW)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert len(r.stdout.splitlines()) == n + dirs + 1
+    # the root, the directories and the files
+    assert read_stats(m.mnt)["inodes"] == 1 + dirs + n
 
 
 def _errors_are_fd_class(stderr):

@@ -211,8 +211,8 @@ static void test_target_evicts_cap_refuses(void **state)
 /*
  * Victims come least recently named first, each once, with the parent
  * they were named in; directories are never offered; a forgotten inode
- * leaves the list; the table is low with less than half of its cap or
- * less than 1024 inodes left.
+ * leaves the list; the table is low with less than 1024 inodes left (or
+ * an eighth of its target, see test_sec_fds.py for a table that big).
  */
 static void test_victims_in_lru_order(void **state)
 {
