@@ -24,7 +24,7 @@ union handle_buf {
 	unsigned char raw[sizeof(struct file_handle) + NODEID_HANDLE_MAX];
 };
 
-void nodeid_handle_of(int fd, struct nodeid_handle *h)
+int nodeid_handle_of(int fd, struct nodeid_handle *h)
 {
 	union handle_buf buf;
 	int mount_id;
@@ -33,10 +33,11 @@ void nodeid_handle_of(int fd, struct nodeid_handle *h)
 	buf.fh.handle_bytes = NODEID_HANDLE_MAX;
 	/* EOVERFLOW (too large) or EOPNOTSUPP: no handle, len stays 0 */
 	if (name_to_handle_at(fd, "", &buf.fh, &mount_id, AT_EMPTY_PATH) == -1)
-		return;
+		return -1;
 	h->type = buf.fh.handle_type;
 	h->len = buf.fh.handle_bytes;
 	memcpy(h->bytes, buf.fh.f_handle, h->len);
+	return mount_id;
 }
 
 bool nodeid_handle_equal(const struct nodeid_handle *a,

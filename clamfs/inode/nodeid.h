@@ -27,8 +27,12 @@ struct nodeid_handle {
 	unsigned char bytes[NODEID_HANDLE_MAX];
 };
 
-/* Fills h with the handle of the object open at fd (an O_PATH fd will do). */
-void nodeid_handle_of(int fd, struct nodeid_handle *h);
+/*
+ * Fills h with the handle of the object open at fd (an O_PATH fd will do);
+ * returns the id of the mount fd is on (as in mountinfo), or -1 when it
+ * has no handle.
+ */
+int nodeid_handle_of(int fd, struct nodeid_handle *h);
 
 bool nodeid_handle_equal(const struct nodeid_handle *a,
 			 const struct nodeid_handle *b);
