@@ -47,8 +47,13 @@ static void *evict_main(void *arg)
 	const struct timespec pause = {.tv_nsec = 2 * 1000 * 1000};
 
 	while (itab_wait_low(fs->itab)) {
-		size_t n =
-			itab_pick_victims(fs->itab, ev->victims, EVICT_ROUND);
+		size_t n = 0;
+
+		/* parking is enough when files pinned before are free now */
+		itab_park_idle(fs->itab, EVICT_ROUND);
+		if (itab_low(fs->itab))
+			n = itab_pick_victims(fs->itab, ev->victims,
+					      EVICT_ROUND);
 
 		for (size_t i = 0; i < n; i++) {
 			evict_one(fs, &ev->victims[i]);

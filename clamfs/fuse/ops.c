@@ -98,11 +98,15 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct inode *inode = req_inode(req, ino);
 	struct statvfs sv;
+	int ret;
 
-	if (!inode)
-		fuse_reply_err(req, ESTALE);
-	else if (fstatvfs(inode_fd(inode), &sv) == -1)
-		fuse_reply_err(req, errno);
+	ret = inode ? inode_pin(req_fs(req)->itab, inode) : -ESTALE;
+	if (ret == 0) {
+		ret = fstatvfs(inode_fd(inode), &sv) == -1 ? -errno : 0;
+		inode_unpin(inode);
+	}
+	if (ret)
+		fuse_reply_err(req, -ret);
 	else
 		fuse_reply_statfs(req, &sv);
 }

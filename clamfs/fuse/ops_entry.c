@@ -89,9 +89,14 @@ static int lookup_dots(struct clamfs_fs *fs, fuse_ino_t parent,
 	ret = itab_resolve_id(fs->itab, parent, &inode);
 	if (ret)
 		return ret;
-	if (fstatat(inode_fd(inode), "", &st,
-		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
-		ret = -errno;
+	ret = inode_pin(fs->itab, inode);
+	if (ret == 0) {
+		if (fstatat(inode_fd(inode), "", &st,
+			    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+			ret = -errno;
+		inode_unpin(inode);
+	}
+	if (ret) {
 		itab_forget(fs->itab, inode, 1);
 		return ret;
 	}
@@ -179,18 +184,28 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct inode *inode = req_inode(req, ino);
 	struct stat st;
+	int ret;
 
-	if (!inode) {
-		fuse_reply_err(req, ESTALE);
-		return;
+	if (inode && fi && inode_type(inode) == S_IFREG) {
+		/* fstat(2) of an open file: its own fd, unlinked or not */
+		ret = fstat(fi_fd(fi), &st) == -1 ? -errno : 0;
+		goto out;
 	}
+	ret = inode ? inode_pin(req_fs(req)->itab, inode) : -ESTALE;
+	if (ret)
+		goto out;
 	/* an O_PATH fd needs no permission to stat: no identity switch */
-	if (fstatat(inode_fd(inode), "", &st,
-		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
-		fuse_reply_err(req, errno);
-		return;
-	}
-	fuse_reply_attr(req, &st, watch_attr_timeout(req_fs(req), st.st_dev));
+	ret = fstatat(inode_fd(inode), "", &st,
+		      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1
+		      ? -errno
+		      : 0;
+	inode_unpin(inode);
+out:
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st,
+				watch_attr_timeout(req_fs(req), st.st_dev));
 }
 
 /* UTIME_OMIT for what is not set; works on O_PATH fds of any type. */
@@ -379,8 +394,9 @@ static bool setattr_attempt(fuse_req_t req, fuse_ino_t ino,
 	bool lease = false;
 	struct stat st;
 
-	if (!inode) {
-		fuse_reply_err(req, ESTALE);
+	ret = inode ? inode_pin(req_fs(req)->itab, inode) : -ESTALE;
+	if (ret) {
+		fuse_reply_err(req, -ret);
 		return true;
 	}
 	/*
@@ -396,8 +412,10 @@ static bool setattr_attempt(fuse_req_t req, fuse_ino_t ino,
 			goto out;
 		tfd = open_to_truncate(inode);
 		req_identity_leave(&id);
-		if (tfd == -EWOULDBLOCK)
+		if (tfd == -EWOULDBLOCK) {
+			inode_unpin(inode);
 			return false;
+		}
 	}
 	if (kill_suid_for_writer(req, inode, attr, *to_set) == 1)
 		*to_set &= ~FUSE_SET_ATTR_MODE;
@@ -412,6 +430,7 @@ static bool setattr_attempt(fuse_req_t req, fuse_ino_t ino,
 		/* only after a chmod granted the open: the rest, later */
 		if (tfd >= 0)
 			close(tfd);
+		inode_unpin(inode);
 		*to_set = apply | kernel_times;
 		return false;
 	}
@@ -429,6 +448,7 @@ static bool setattr_attempt(fuse_req_t req, fuse_ino_t ino,
 out:
 	if (tfd >= 0)
 		close(tfd);
+	inode_unpin(inode);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -474,14 +494,18 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct inode *inode = req_inode(req, ino);
 	char buf[PATH_MAX + 1];
 	ssize_t n;
+	int ret;
 
-	if (!inode) {
-		fuse_reply_err(req, ESTALE);
+	ret = inode ? inode_pin(req_fs(req)->itab, inode) : -ESTALE;
+	if (ret) {
+		fuse_reply_err(req, -ret);
 		return;
 	}
 	n = readlinkat(inode_fd(inode), "", buf, sizeof(buf));
+	ret = errno;
+	inode_unpin(inode);
 	if (n == -1) {
-		fuse_reply_err(req, errno);
+		fuse_reply_err(req, ret);
 		return;
 	}
 	if ((size_t)n == sizeof(buf)) {
@@ -577,8 +601,14 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	char path[PROC_FD_PATH_MAX];
 	int ret;
 
-	ret = inode && dir ? req_identity_enter(req, &id) : -ESTALE;
+	ret = inode && dir ? inode_pin(req_fs(req)->itab, inode) : -ESTALE;
 	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	ret = req_identity_enter(req, &id);
+	if (ret) {
+		inode_unpin(inode);
 		fuse_reply_err(req, -ret);
 		return;
 	}
@@ -591,6 +621,8 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	if (linkat(AT_FDCWD, path, inode_fd(dir), newname, AT_SYMLINK_FOLLOW) ==
 	    -1)
 		ret = -errno;
+	/* before the reply: once answered, the kernel may forget inode */
+	inode_unpin(inode);
 	finish_new_entry(req, dir, newname, ret, &id);
 }
 

@@ -130,13 +130,9 @@ static int open_backend_file(struct clamfs_fs *fs, struct inode *inode,
 	return fd == -1 ? -errno : fd;
 }
 
-/*
- * The backend file the request opens, with flags (fi->flags, or the
- * read-only open a read-write one is decided on), as its caller; fd or
- * -errno.
- */
-static int open_with_flags(fuse_req_t req, struct inode *inode, int flags,
-			   struct fuse_file_info *fi)
+/* open_with_flags on a pinned inode */
+static int open_pinned(fuse_req_t req, struct inode *inode, int flags,
+		       struct fuse_file_info *fi)
 {
 	char path[PROC_FD_PATH_MAX];
 	struct req_identity id;
@@ -186,6 +182,24 @@ static int open_with_flags(fuse_req_t req, struct inode *inode, int flags,
 		if (fd == -1)
 			fd = -errno;
 	}
+	return fd;
+}
+
+/*
+ * The backend file the request opens, with flags (fi->flags, or the
+ * read-only open a read-write one is decided on), as its caller; fd or
+ * -errno. Also called from a scanner thread, once a decision made as a
+ * reader is in: the inode is pinned here, as the daemon.
+ */
+static int open_with_flags(fuse_req_t req, struct inode *inode, int flags,
+			   struct fuse_file_info *fi)
+{
+	int fd = inode_pin(req_fs(req)->itab, inode);
+
+	if (fd)
+		return fd;
+	fd = open_pinned(req, inode, flags, fi);
+	inode_unpin(inode);
 	return fd;
 }
 

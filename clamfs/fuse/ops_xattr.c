@@ -32,30 +32,48 @@ enum xattr_identity {
 	XATTR_AS_CALLER,
 };
 
+/*
+ * Pins the inode (xattr_end lets it go) and enters the identity the call
+ * is made as; path is the inode's proc link.
+ */
 static int xattr_begin_as(fuse_req_t req, fuse_ino_t ino,
 			  struct req_identity *id, char path[PROC_FD_PATH_MAX],
 			  enum xattr_identity as)
 {
 	struct inode *inode = req_inode(req, ino);
-	int fd;
+	int fd, ret;
 
 	if (!inode)
 		return -ESTALE;
 	if (inode_type(inode) == S_IFLNK)
 		return -ENOTSUP;
+	ret = inode_pin(req_fs(req)->itab, inode);
+	if (ret)
+		return ret;
 	fd = inode_fd(inode);
 	proc_fd_path(path, fd);
-	if (as == XATTR_AS_READER)
-		return req_identity_enter_opening(req, id, fd);
-	if (as != XATTR_AS_DAEMON)
-		return req_identity_enter_on(
-			req, id, &fd, as == XATTR_AS_USER_WRITER ? 1 : 0);
-	/* what req_identity_leave undoes, and still_alike asks: nothing */
-	id->switched = false;
-	id->without_groups = false;
-	id->lost = false;
-	id->groups = NULL;
-	return 0;
+	if (as == XATTR_AS_READER) {
+		ret = req_identity_enter_opening(req, id, fd);
+	} else if (as != XATTR_AS_DAEMON) {
+		ret = req_identity_enter_on(req, id, &fd,
+					    as == XATTR_AS_USER_WRITER ? 1 : 0);
+	} else {
+		/* what req_identity_leave undoes, still_alike asks: nothing */
+		id->switched = false;
+		id->without_groups = false;
+		id->lost = false;
+		id->groups = NULL;
+	}
+	if (ret)
+		inode_unpin(inode);
+	return ret;
+}
+
+/* Undoes a successful xattr_begin_as: before the reply (see inode_pin). */
+static void xattr_end(fuse_req_t req, fuse_ino_t ino, struct req_identity *id)
+{
+	req_identity_leave(id);
+	inode_unpin(req_inode(req, ino));
 }
 
 /*
@@ -136,7 +154,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 				break;
 		}
 	}
-	req_identity_leave(&id);
+	xattr_end(req, ino, &id);
 	reply_xattr_value(req, size, n, err, buf);
 	free(buf);
 }
@@ -226,7 +244,7 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	ret = n < 0 ? -err : 0;
 	if (n > 0 && id.switched)
 		n = (ssize_t)drop_trusted(buf, (size_t)n);
-	req_identity_leave(&id);
+	xattr_end(req, ino, &id);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (size == 0)
@@ -257,7 +275,7 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 				break;
 			ret = 0;
 		}
-		req_identity_leave(&id);
+		xattr_end(req, ino, &id);
 	}
 	fuse_reply_err(req, -ret);
 }
@@ -280,7 +298,7 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 				break;
 			ret = 0;
 		}
-		req_identity_leave(&id);
+		xattr_end(req, ino, &id);
 	}
 	fuse_reply_err(req, -ret);
 }

@@ -238,6 +238,7 @@ void passthrough_open(struct clamfs_fs *fs, fuse_req_t req, struct inode *inode,
 	struct attach_ctx c = {fs, req, fd};
 	int id;
 
+	inode_pin_open(fs->itab, inode, fd);
 	id = inode_io_join(
 		inode, fs->passthrough ? attach_as_backing : attach_none, &c);
 	fi->backing_id = id;
@@ -247,7 +248,8 @@ void passthrough_open(struct clamfs_fs *fs, fuse_req_t req, struct inode *inode,
 		stats_inc(&fs->stats, STAT_PASSTHROUGH_OPENS);
 	}
 #else
-	(void)req, (void)fd, (void)fi;
+	(void)req, (void)fi;
+	inode_pin_open(fs->itab, inode, fd);
 	inode_io_join(inode, attach_none, NULL);
 #endif
 }
@@ -255,6 +257,8 @@ void passthrough_open(struct clamfs_fs *fs, fuse_req_t req, struct inode *inode,
 void passthrough_release(struct clamfs_fs *fs, struct inode *inode)
 {
 	int id = inode_io_leave(inode);
+
+	inode_unpin(inode);
 
 #ifdef CLAMFS_HAVE_PASSTHROUGH
 	if (id > 0)

@@ -26,8 +26,9 @@ void passthrough_negotiate(struct clamfs_fs *fs, struct fuse_conn_info *conn);
 
 /*
  * Before the reply that allows an open (or create) of a regular file open
- * at fd: joins the inode's open files and, when they use passthrough (or
- * this is the first open and passthrough works), sets fi->backing_id.
+ * at fd: joins the inode's open files (and pins it: inode_pin_open) and,
+ * when they use passthrough (or this is the first open and passthrough
+ * works), sets fi->backing_id.
  * Must be undone with passthrough_release when the reply fails, as for a
  * release.
  */

@@ -161,7 +161,11 @@ int req_check_access(fuse_req_t req, struct inode *inode, int mode)
 	if (creds_need_switch(ctx->uid, ctx->gid))
 		ret = identity_groups(req, &id, &who);
 	if (ret == 0)
+		ret = inode_pin(req_fs(req)->itab, inode);
+	if (ret == 0) {
 		ret = creds_access(inode_fd(inode), mode, &who);
+		inode_unpin(inode);
+	}
 	if (id.groups && id.groups != id.small_groups)
 		free(id.groups);
 	return ret;
@@ -246,12 +250,13 @@ int fs_lookup_entry(struct clamfs_fs *fs, struct inode *parent,
 	int fd, ret;
 
 	/*
-	 * A known inode needs one fstatat, no open: its identity is pinned
-	 * by the O_PATH fd the table holds, so (dev, ino) cannot be reused.
+	 * A known inode needs one fstatat, no open, while the table holds
+	 * its O_PATH fd: that pins its identity, (dev, ino) cannot be reused.
+	 * A parked one is opened by name and its handle compared.
 	 */
 	if (fstatat(inode_fd(parent), name, &st, AT_SYMLINK_NOFOLLOW) == -1)
 		return -errno;
-	inode = itab_find_ref(fs->itab, st.st_dev, st.st_ino);
+	inode = itab_find_held_ref(fs->itab, st.st_dev, st.st_ino);
 	if (inode) {
 		fs_entry_fill(fs, inode, &st, e);
 		return 0;
@@ -281,7 +286,7 @@ int fs_entry_from_fd(struct clamfs_fs *fs, int fd, struct fuse_entry_param *e)
 
 	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
 		return -errno;
-	inode = itab_find_ref(fs->itab, st.st_dev, st.st_ino);
+	inode = itab_find_held_ref(fs->itab, st.st_dev, st.st_ino);
 	if (inode) {
 		fs_entry_fill(fs, inode, &st, e);
 		return 0;

@@ -24,17 +24,35 @@
 
 struct inode {
 	struct inode *hash_next;
+	/*
+	 * In the (dev, ino) hash: not once a parked inode's number went to a
+	 * new file (it is then known by id alone, until forgotten).
+	 */
+	bool hashed;
 	struct inode *id_next; /* in its id shard */
 	uint64_t id;
 	uint32_t generation;
 	bool counted; /* a counted id: kept as a ghost once forgotten... */
 	atomic_bool handed_out; /* ... if anybody was ever told it */
 	struct nodeid_handle handle;
-	int fd;
 	mode_t type;
 	dev_t dev;
 	ino_t ino;
 	uint64_t nlookup; /* under table->lock */
+
+	/*
+	 * The O_PATH fd, or -1 while parked: closed to spare the fd limit,
+	 * reopened by handle when pinned again. Directories and whatever
+	 * cannot be reopened (parkable false) hold theirs for life. fd and
+	 * pins under fd_lock; held (the parking order) under table->lock.
+	 */
+	pthread_spinlock_t fd_lock;
+	int fd;
+	unsigned int pins;
+	bool parkable; /* set before the inode is shared, then constant */
+	bool on_held;
+	atomic_bool recent; /* pinned since the parker last passed it */
+	TAILQ_ENTRY(inode) held;
 
 	/* the name it was last looked up by; under table->lock */
 	TAILQ_ENTRY(inode) lru; /* linked while name is set */
@@ -71,13 +89,20 @@ struct inode_table {
 	pthread_mutex_t lock;
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
-	size_t count;
-	size_t max;    /* cap on count, i.e. on the O_PATH fds held */
-	size_t target; /* eviction keeps count below this; <= max */
+	size_t count;	 /* inodes */
+	size_t fds;	 /* O_PATH fds held: count less the parked */
+	size_t max;	 /* cap on fds */
+	size_t target;	 /* parking and eviction keep fds below this; <= max */
 	struct inode *root;
-	TAILQ_HEAD(, inode) lru; /* named inodes, least recent first */
-	pthread_cond_t low;	 /* signalled when itab_low turns true */
-	pthread_cond_t room;	 /* signalled when count drops below max */
+	TAILQ_HEAD(, inode) lru;  /* named inodes, least recent first */
+	TAILQ_HEAD(, inode) held; /* parkable with an fd, in parking order */
+	bool can_reopen;	  /* open_by_handle_at works: parking may */
+	bool park_failed;	  /* the last park found no inode unpinned */
+	int root_mnt_id;   /* the backend root's mount: handles open there */
+	size_t held_count; /* length of held */
+	uint64_t reopens;
+	pthread_cond_t low;  /* signalled when itab_low turns true */
+	pthread_cond_t room; /* signalled when fds drops below max */
 	bool stopping;
 
 	/* node ids */
@@ -97,6 +122,12 @@ struct inode_table {
 #define ITAB_GHOSTS_MAX 32768
 /* below this much room the table is low whatever its cap */
 #define ITAB_LOW_ROOM 1024
+/*
+ * Inodes the parker passes over at most for one fd (pinned ones, recent
+ * ones given a second chance): it runs under the table lock.
+ */
+#define PARK_LOOK_MAX	 64
+#define PARK_LOOK_AT_CAP 4096
 
 static size_t inode_hash(dev_t dev, ino_t ino)
 {
@@ -113,6 +144,7 @@ static struct inode *inode_new(int fd, const struct stat *st)
 	if (!inode)
 		return NULL;
 	inode->fd = fd;
+	pthread_spin_init(&inode->fd_lock, PTHREAD_PROCESS_PRIVATE);
 	inode->type = st->st_mode & S_IFMT;
 	inode->dev = st->st_dev;
 	inode->ino = st->st_ino;
@@ -124,7 +156,9 @@ static struct inode *inode_new(int fd, const struct stat *st)
 static void inode_free(struct inode *inode)
 {
 	free(inode->name);
-	close(inode->fd);
+	if (inode->fd >= 0)
+		close(inode->fd);
+	pthread_spin_destroy(&inode->fd_lock);
 	pthread_mutex_destroy(&inode->stamp_lock);
 	pthread_mutex_destroy(&inode->io_lock);
 	free(inode);
@@ -168,7 +202,18 @@ static void itab_link(struct inode_table *table, struct inode *inode)
 	b = bucket_of(table, inode->dev, inode->ino);
 	inode->hash_next = *b;
 	*b = inode;
+	inode->hashed = true;
 	table->count++;
+}
+
+static void itab_unhash_locked(struct inode_table *table, struct inode *inode)
+{
+	struct inode **link = bucket_of(table, inode->dev, inode->ino);
+
+	while (*link != inode)
+		link = &(*link)->hash_next;
+	*link = inode->hash_next;
+	inode->hashed = false;
 }
 
 static struct inode *itab_find_locked(struct inode_table *table, dev_t dev,
@@ -181,13 +226,14 @@ static struct inode *itab_find_locked(struct inode_table *table, dev_t dev,
 	return in;
 }
 
-static bool itab_low_locked(struct inode_table *table)
+/* Whether the fds held leave little room: time to park, or to evict. */
+static bool fds_short_locked(struct inode_table *table)
 {
 	size_t room;
 
 	if (table->target == SIZE_MAX)
 		return false;
-	room = table->count < table->target ? table->target - table->count : 0;
+	room = table->fds < table->target ? table->target - table->fds : 0;
 	/*
 	 * Eviction is asynchronous (the kernel's FORGETs come back later):
 	 * it starts while there is room for a quick succession of lookups to
@@ -198,6 +244,90 @@ static bool itab_low_locked(struct inode_table *table)
 	 * with an eighth). A small table is kept as small as it goes.
 	 */
 	return room < table->target / 8 || room < ITAB_LOW_ROOM;
+}
+
+/*
+ * Short of fds with none to park (or none found unpinned the last time
+ * it was tried): only the kernel forgetting inodes makes room, where
+ * there are names to evict or the fds fill the target (directories, open
+ * files). A small table whose files are all parked is not low: the
+ * floor of ITAB_LOW_ROOM keeps it short, but every new file parks one.
+ */
+static bool itab_low_locked(struct inode_table *table)
+{
+	return fds_short_locked(table) &&
+	       (TAILQ_EMPTY(&table->held) || table->park_failed) &&
+	       (!TAILQ_EMPTY(&table->lru) || table->fds >= table->target);
+}
+
+/*
+ * Parks the least recently pinned inode nobody pins, other than spare
+ * (the one the caller just gave an fd): its fd, to close once the lock
+ * is let go, or -1 when none was found. A recent one gets a second chance
+ * at the end of the order, unless at_cap (an fd is needed now, or the
+ * request fails with EMFILE).
+ */
+static int park_one_locked(struct inode_table *table, bool at_cap,
+			   const struct inode *spare)
+{
+	size_t look = 2 * table->held_count; /* the second chances too */
+	struct inode *in;
+	int fd = -1;
+
+	if (look > (at_cap ? PARK_LOOK_AT_CAP : PARK_LOOK_MAX))
+		look = at_cap ? PARK_LOOK_AT_CAP : PARK_LOOK_MAX;
+	for (; look > 0 && (in = TAILQ_FIRST(&table->held)); look--) {
+		TAILQ_REMOVE(&table->held, in, held);
+		if (in != spare &&
+		    (!atomic_exchange(&in->recent, false) || at_cap)) {
+			pthread_spin_lock(&in->fd_lock);
+			if (in->pins == 0) {
+				fd = in->fd;
+				in->fd = -1;
+			}
+			pthread_spin_unlock(&in->fd_lock);
+		}
+		if (fd >= 0) {
+			in->on_held = false;
+			table->held_count--;
+			table->fds--;
+			break;
+		}
+		TAILQ_INSERT_TAIL(&table->held, in, held);
+	}
+	table->park_failed = fd < 0;
+	return fd;
+}
+
+/*
+ * An fd was just added: when that leaves the table short of fds, one
+ * other inode is parked at once, so that a tree of reopenable files never
+ * has the kernel evict names. The fd to close after unlocking, or -1.
+ */
+static int park_if_short_locked(struct inode_table *table,
+				const struct inode *spare)
+{
+	return fds_short_locked(table) ? park_one_locked(table, false, spare)
+				       : -1;
+}
+
+/* inode has fd newly held: it joins the parking order, at the end */
+static void held_add_locked(struct inode_table *table, struct inode *inode)
+{
+	table->fds++;
+	if (!inode->parkable)
+		return;
+	/* just asked for: not the next one parked, even in a tiny table */
+	atomic_store(&inode->recent, true);
+	TAILQ_INSERT_TAIL(&table->held, inode, held);
+	inode->on_held = true;
+	table->held_count++;
+}
+
+static void close_if_open(int fd)
+{
+	if (fd >= 0)
+		close(fd);
 }
 
 static size_t id_hash(uint64_t id)
@@ -327,6 +457,24 @@ static int reopen_dir(int fd)
 	return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
+/*
+ * Whether files may be parked: open_by_handle_at needs
+ * CAP_DAC_READ_SEARCH, and a filesystem that exports handles. Tried on
+ * the root itself.
+ */
+static bool can_reopen(int mount_fd, int root_fd, int *root_mnt_id)
+{
+	struct nodeid_handle h;
+	int fd;
+
+	*root_mnt_id = nodeid_handle_of(root_fd, &h);
+	if (mount_fd < 0 || *root_mnt_id < 0)
+		return false;
+	fd = nodeid_handle_open(mount_fd, &h);
+	close_if_open(fd);
+	return fd >= 0;
+}
+
 struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 {
 	struct inode_table *table = calloc(1, sizeof(*table));
@@ -336,6 +484,7 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 	table->nbuckets = ITAB_INITIAL_BUCKETS;
 	table->max = table->target = SIZE_MAX;
 	TAILQ_INIT(&table->lru);
+	TAILQ_INIT(&table->held);
 	table->buckets = calloc(table->nbuckets, sizeof(*table->buckets));
 	if (!table->buckets)
 		goto fail;
@@ -359,6 +508,8 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 	table->root_dev = root_st->st_dev;
 	table->handle_ids = nodeid_fs_root(root_fd);
 	table->mount_fd = reopen_dir(root_fd);
+	table->can_reopen =
+		can_reopen(table->mount_fd, root_fd, &table->root_mnt_id);
 	if (getrandom(&table->epoch, sizeof(table->epoch), 0) !=
 	    sizeof(table->epoch))
 		table->epoch = (uint32_t)time(NULL) ^ (uint32_t)getpid();
@@ -369,6 +520,7 @@ struct inode_table *itab_create(int root_fd, const struct stat *root_st)
 		pthread_mutex_init(&table->shards[i].lock, NULL);
 	itab_link(table, table->root);
 	id_link_locked(table, table->root);
+	table->fds = 1;
 	return table;
 
 fail:
@@ -387,19 +539,22 @@ void itab_destroy(struct inode_table *table)
 {
 	if (!table)
 		return;
-	for (size_t i = 0; i < table->nbuckets; i++) {
-		struct inode *in = table->buckets[i], *next;
+	/* by id: every inode is there, an unhashed one too */
+	for (size_t i = 0; i < ID_SHARDS; i++) {
+		struct id_shard *sh = &table->shards[i];
 
-		for (; in; in = next) {
-			next = in->hash_next;
-			inode_free(in);
+		for (size_t b = 0; b < sh->nbuckets; b++) {
+			struct inode *in = sh->buckets[b], *next;
+
+			for (; in; in = next) {
+				next = in->id_next;
+				inode_free(in);
+			}
 		}
+		free(sh->buckets);
+		pthread_mutex_destroy(&sh->lock);
 	}
 	free(table->buckets);
-	for (size_t i = 0; i < ID_SHARDS; i++) {
-		free(table->shards[i].buckets);
-		pthread_mutex_destroy(&table->shards[i].lock);
-	}
 	ghosts_destroy(table->ghosts);
 	if (table->mount_fd >= 0)
 		close(table->mount_fd);
@@ -424,6 +579,29 @@ struct inode *itab_find_ref(struct inode_table *table, dev_t dev, ino_t ino)
 		in->nlookup++;
 	pthread_mutex_unlock(&table->lock);
 	return in;
+}
+
+struct inode *itab_find_held_ref(struct inode_table *table, dev_t dev,
+				 ino_t ino)
+{
+	struct inode *in;
+
+	pthread_mutex_lock(&table->lock);
+	in = itab_find_locked(table, dev, ino);
+	/* fd transitions hold the table lock: it is stable here */
+	if (in && in->parkable && in->fd < 0)
+		in = NULL;
+	if (in)
+		in->nlookup++;
+	pthread_mutex_unlock(&table->lock);
+	return in;
+}
+
+void itab_ref(struct inode_table *table, struct inode *inode)
+{
+	pthread_mutex_lock(&table->lock);
+	inode->nlookup++;
+	pthread_mutex_unlock(&table->lock);
 }
 
 struct inode *itab_by_id(struct inode_table *table, uint64_t id)
@@ -542,43 +720,102 @@ int itab_resolve_id(struct inode_table *table, uint64_t id, struct inode **out)
 	return 0;
 }
 
+/*
+ * A parked inode takes the fd a lookup just opened on it by name rather
+ * than reopening by handle later. True when it did (fd is its own now).
+ */
+static bool adopt_fd_locked(struct inode_table *table, struct inode *in, int fd)
+{
+	bool adopted = false;
+
+	if (!in->parkable)
+		return false;
+	pthread_spin_lock(&in->fd_lock);
+	if (in->fd < 0) {
+		in->fd = fd;
+		adopted = true;
+	}
+	pthread_spin_unlock(&in->fd_lock);
+	if (adopted)
+		held_add_locked(table, in);
+	return adopted;
+}
+
+/*
+ * Handles are opened through the backend root's mount: only a file on
+ * that very mount comes back as it was. Another mount of the filesystem
+ * inside the backend (a read-only bind, nosuid, an idmapped mount) has
+ * the same st_dev, and its file reopened so would lose what that mount
+ * imposes.
+ */
+static bool parkable_in(struct inode_table *table, const struct inode *in,
+			int mnt_id)
+{
+	return table->can_reopen && in->type != S_IFDIR &&
+	       in->dev == table->root_dev && mnt_id == table->root_mnt_id &&
+	       in->handle.len > 0;
+}
+
 int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 		    struct inode **out)
 {
 	struct inode *fresh = inode_new(fd, st), *in;
+	int parked = -1, parked_too = -1;
 
 	if (!fresh) {
 		close(fd);
 		return -ENOMEM;
 	}
-	nodeid_handle_of(fd, &fresh->handle);
+	fresh->parkable =
+		parkable_in(table, fresh, nodeid_handle_of(fd, &fresh->handle));
 	pthread_mutex_lock(&table->lock);
 	in = itab_find_locked(table, st->st_dev, st->st_ino);
-	if (!in && table->count < table->max) {
+	/*
+	 * A held fd keeps its file, and so its inode number; a parked one
+	 * does not: the file may have gone and its number be another file's
+	 * now, which the handle's generation tells. The kernel's node of the
+	 * old one stays, known by id, and gets ESTALE when used.
+	 */
+	if (in && in->parkable && in->fd < 0 && fresh->handle.len > 0 &&
+	    !nodeid_handle_equal(&in->handle, &fresh->handle)) {
+		itab_unhash_locked(table, in);
+		in = NULL;
+	}
+	/* the kernel must forget inodes or some fd be parked to take more */
+	if (!in && table->fds >= table->max) {
+		parked = park_one_locked(table, true, NULL);
+		if (parked < 0) {
+			pthread_cond_signal(&table->low);
+			pthread_mutex_unlock(&table->lock);
+			inode_free(fresh);
+			return -EMFILE;
+		}
+	}
+	if (!in) {
 		fresh->id = id_assign_locked(table, fresh);
 		if (fresh->id == 0) {
 			pthread_mutex_unlock(&table->lock);
+			close_if_open(parked);
 			inode_free(fresh);
 			return -ENFILE; /* every id used: 2^32 at least */
 		}
-	}
-	if (!in && table->count >= table->max) {
-		/* the kernel must forget inodes before we take more fds */
-		pthread_cond_signal(&table->low);
-		pthread_mutex_unlock(&table->lock);
-		inode_free(fresh);
-		return -EMFILE;
-	}
-	if (!in) {
 		itab_link(table, fresh);
 		id_link_locked(table, fresh);
+		held_add_locked(table, fresh);
+		parked_too = park_if_short_locked(table, fresh);
 		in = fresh;
 		fresh = NULL;
 		if (itab_low_locked(table))
 			pthread_cond_signal(&table->low);
+	} else if (table->fds < table->max &&
+		   adopt_fd_locked(table, in, fresh->fd)) {
+		fresh->fd = -1;
+		parked_too = park_if_short_locked(table, in);
 	}
 	in->nlookup++;
 	pthread_mutex_unlock(&table->lock);
+	close_if_open(parked);
+	close_if_open(parked_too);
 	if (fresh)
 		inode_free(fresh); /* lost a race: the other fd is as good */
 	*out = in;
@@ -587,24 +824,30 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 
 void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n)
 {
-	struct inode **link;
 	bool dead = false;
 
 	pthread_mutex_lock(&table->lock);
 	/* a kernel that over-forgets must not make us free twice */
 	inode->nlookup = n >= inode->nlookup ? 0 : inode->nlookup - n;
 	if (inode->nlookup == 0 && inode != table->root) {
-		link = bucket_of(table, inode->dev, inode->ino);
-		while (*link != inode)
-			link = &(*link)->hash_next;
-		*link = inode->hash_next;
-		id_unlink_locked(table, inode);
-		if (inode->counted && atomic_load(&inode->handed_out))
+		/* an unhashed inode's file is gone; its number is another's */
+		if (inode->counted && atomic_load(&inode->handed_out) &&
+		    inode->hashed)
 			ghosts_put(table->ghosts, inode->id, inode->dev,
 				   inode->ino, &inode->handle);
+		if (inode->hashed)
+			itab_unhash_locked(table, inode);
+		id_unlink_locked(table, inode);
 		itab_unname_locked(table, inode);
+		if (inode->on_held) {
+			TAILQ_REMOVE(&table->held, inode, held);
+			table->held_count--;
+		}
+		/* nobody pins what nobody holds a reference to */
+		if (inode->fd >= 0)
+			table->fds--;
 		table->count--;
-		if (table->count < table->max)
+		if (table->fds < table->max)
 			pthread_cond_broadcast(&table->room);
 		dead = true;
 	}
@@ -617,13 +860,18 @@ size_t itab_ref_all(struct inode_table *table, struct inode **out, size_t max)
 {
 	size_t n = 0;
 
+	/* by id: an unhashed inode is still known to the kernel */
 	pthread_mutex_lock(&table->lock);
-	for (size_t b = 0; b < table->nbuckets && n < max; b++)
-		for (struct inode *in = table->buckets[b]; in && n < max;
-		     in = in->hash_next) {
-			in->nlookup++;
-			out[n++] = in;
-		}
+	for (size_t i = 0; i < ID_SHARDS && n < max; i++) {
+		struct id_shard *sh = &table->shards[i];
+
+		for (size_t b = 0; b < sh->nbuckets && n < max; b++)
+			for (struct inode *in = sh->buckets[b]; in && n < max;
+			     in = in->id_next) {
+				in->nlookup++;
+				out[n++] = in;
+			}
+	}
 	pthread_mutex_unlock(&table->lock);
 	return n;
 }
@@ -651,7 +899,7 @@ size_t itab_room(struct inode_table *table)
 	size_t n;
 
 	pthread_mutex_lock(&table->lock);
-	n = table->count >= table->max ? 0 : table->max - table->count;
+	n = table->fds >= table->max ? 0 : table->max - table->fds;
 	pthread_mutex_unlock(&table->lock);
 	return n;
 }
@@ -674,8 +922,10 @@ void itab_note_name(struct inode_table *table, struct inode *inode,
 	/*
 	 * Invalidating a directory's name also detaches whatever is mounted
 	 * on it or below it (d_invalidate): directories are never evicted.
+	 * Nor is a file that can be parked: that frees its fd, and the kernel
+	 * keeps what it caches.
 	 */
-	if (inode == table->root || inode->type == S_IFDIR ||
+	if (inode == table->root || inode->type == S_IFDIR || inode->parkable ||
 	    table->target == SIZE_MAX)
 		return;
 	pthread_mutex_lock(&table->lock);
@@ -704,6 +954,30 @@ void itab_note_name(struct inode_table *table, struct inode *inode,
 		pthread_cond_signal(&table->low);
 	pthread_mutex_unlock(&table->lock);
 	free(old);
+}
+
+size_t itab_park_idle(struct inode_table *table, size_t n)
+{
+	int fds[PARK_LOOK_MAX];
+	size_t parked = 0, got;
+
+	do {
+		got = 0;
+		pthread_mutex_lock(&table->lock);
+		while (got < PARK_LOOK_MAX && parked + got < n &&
+		       fds_short_locked(table)) {
+			int fd = park_one_locked(table, false, NULL);
+
+			if (fd < 0)
+				break;
+			fds[got++] = fd;
+		}
+		pthread_mutex_unlock(&table->lock);
+		for (size_t i = 0; i < got; i++)
+			close(fds[i]);
+		parked += got;
+	} while (got == PARK_LOOK_MAX);
+	return parked;
 }
 
 size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
@@ -739,10 +1013,10 @@ bool itab_wait_room(struct inode_table *table, unsigned int ms)
 	}
 	pthread_mutex_lock(&table->lock);
 	pthread_cond_signal(&table->low);
-	while (table->count >= table->max && !table->stopping &&
+	while (table->fds >= table->max && !table->stopping &&
 	       pthread_cond_timedwait(&table->room, &table->lock, &until) == 0)
 		;
-	room = table->count < table->max;
+	room = table->fds < table->max;
 	pthread_mutex_unlock(&table->lock);
 	return room;
 }
@@ -802,7 +1076,132 @@ uint32_t inode_generation(const struct inode *inode)
 
 int inode_fd(const struct inode *inode)
 {
-	return inode->fd;
+	struct inode *in = (struct inode *)inode; /* the lock, not the fd */
+	int fd;
+
+	if (!in->parkable)
+		return in->fd;
+	pthread_spin_lock(&in->fd_lock);
+	fd = in->pins ? in->fd : -EBADF;
+	pthread_spin_unlock(&in->fd_lock);
+	return fd;
+}
+
+/* The parked inode's file again, by handle, if it is still that file. */
+static int reopen_by_handle(struct inode_table *table, struct inode *inode)
+{
+	struct stat st;
+	int fd = nodeid_handle_open(table->mount_fd, &inode->handle);
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) == -1 || st.st_dev != inode->dev ||
+	    st.st_ino != inode->ino || (st.st_mode & S_IFMT) != inode->type) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+/*
+ * Installs fd (a reopening of the parked inode) unless another pin did
+ * first; the inode is pinned. 0 (fd taken or closed), or -EMFILE at the
+ * cap with nothing to park (fd closed).
+ */
+static int install_reopened(struct inode_table *table, struct inode *inode,
+			    int fd)
+{
+	int parked = -1, parked_too = -1, ret = 0;
+
+	pthread_mutex_lock(&table->lock);
+	/* under the table lock nobody else installs or parks it */
+	if (inode->fd < 0 && table->fds >= table->max)
+		parked = park_one_locked(table, true, NULL);
+	if (inode->fd < 0 && table->fds < table->max) {
+		pthread_spin_lock(&inode->fd_lock);
+		inode->fd = fd;
+		pthread_spin_unlock(&inode->fd_lock);
+		held_add_locked(table, inode);
+		table->reopens++;
+		parked_too = park_if_short_locked(table, inode);
+		fd = -1;
+	} else if (inode->fd < 0) {
+		ret = -EMFILE; /* nothing to park: the kernel must forget */
+		pthread_cond_signal(&table->low);
+	}
+	pthread_mutex_unlock(&table->lock);
+	close_if_open(parked);
+	close_if_open(parked_too);
+	close_if_open(fd); /* not needed: another pin reopened it first */
+	return ret;
+}
+
+/* Pins; the fd it holds, or -1 when parked. */
+static int pin_locked_fd(struct inode *inode)
+{
+	int fd;
+
+	pthread_spin_lock(&inode->fd_lock);
+	inode->pins++;
+	fd = inode->fd;
+	pthread_spin_unlock(&inode->fd_lock);
+	if (inode->parkable)
+		atomic_store(&inode->recent, true);
+	return fd;
+}
+
+int inode_pin(struct inode_table *table, struct inode *inode)
+{
+	int fd = pin_locked_fd(inode), ret;
+
+	if (fd >= 0 || !inode->parkable)
+		return 0;
+	fd = reopen_by_handle(table, inode);
+	ret = fd < 0 ? fd : install_reopened(table, inode, fd);
+	if (ret)
+		inode_unpin(inode);
+	return ret;
+}
+
+void inode_pin_open(struct inode_table *table, struct inode *inode, int file_fd)
+{
+	char path[32];
+	int fd = pin_locked_fd(inode);
+
+	if (fd >= 0 || !inode->parkable)
+		return;
+	/* the open file is the very object: no handle, no capability */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", file_fd);
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd >= 0)
+		install_reopened(table, inode, fd);
+}
+
+void inode_unpin(struct inode *inode)
+{
+	pthread_spin_lock(&inode->fd_lock);
+	inode->pins--;
+	pthread_spin_unlock(&inode->fd_lock);
+}
+
+uint64_t itab_reopens(struct inode_table *table)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&table->lock);
+	n = table->reopens;
+	pthread_mutex_unlock(&table->lock);
+	return n;
+}
+
+size_t itab_fds(struct inode_table *table)
+{
+	size_t n;
+
+	pthread_mutex_lock(&table->lock);
+	n = table->fds;
+	pthread_mutex_unlock(&table->lock);
+	return n;
 }
 
 dev_t inode_dev(const struct inode *inode)

@@ -1,11 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The inode table: every backend object the kernel knows about, keyed by
- * (st_dev, st_ino), each holding one O_PATH fd so that no path is ever
+ * (st_dev, st_ino), each with one O_PATH fd so that no path is ever
  * rebuilt. Lookup counts follow the FUSE protocol: each reply that hands an
  * inode to the kernel adds one, forget removes n, and at zero the fd is
  * closed. Each inode has a node id (see nodeid.h for how they are made)
  * that the table maps back to it. No FUSE types here.
+ *
+ * So that the kernel may know more inodes than the fd limit allows, the
+ * fd of a file that nobody pins is closed when the table runs low
+ * ("parked") and reopened by its file handle when pinned again; the
+ * least recently pinned go first. Directories, the root, and whatever
+ * cannot be reopened by handle (another filesystem below the backend, a
+ * daemon without CAP_DAC_READ_SEARCH) keep their fds; the kernel is made
+ * to forget those when they fill the table (itab_pick_victims).
  */
 #ifndef CLAMFS_INODE_H
 #define CLAMFS_INODE_H
@@ -29,9 +37,22 @@ struct inode *itab_root(struct inode_table *table);
 
 /*
  * Returns the inode with this identity after adding one lookup reference,
- * or NULL when the table does not hold it.
+ * or NULL when the table does not hold it. A parked inode's number may
+ * have gone to another file since: to hand a file found by name to the
+ * kernel, use itab_find_held_ref or itab_insert_ref (which compares the
+ * handles).
  */
 struct inode *itab_find_ref(struct inode_table *table, dev_t dev, ino_t ino);
+
+/*
+ * itab_find_ref, for an inode whose fd is held (or that is never parked):
+ * its (dev, ino) is then its file's for sure. NULL for a parked one.
+ */
+struct inode *itab_find_held_ref(struct inode_table *table, dev_t dev,
+				 ino_t ino);
+
+/* One more lookup reference on an inode the caller already has. */
+void itab_ref(struct inode_table *table, struct inode *inode);
 
 /*
  * The inode with this node id, or NULL: for requests on an inode the
@@ -70,27 +91,34 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 /* Drops n lookup references; the last one closes the fd and frees. */
 void itab_forget(struct inode_table *table, struct inode *inode, uint64_t n);
 
-/* Number of inodes held, root included. */
+/* Number of inodes known, root included. */
 size_t itab_count(struct inode_table *table);
 
+/* Number of O_PATH fds held (itab_count less the parked ones). */
+size_t itab_fds(struct inode_table *table);
+
+/* How many times a parked inode was reopened by handle. */
+uint64_t itab_reopens(struct inode_table *table);
+
 /*
- * Caps the inodes held (root included), i.e. the O_PATH fds the table may
- * keep open, so that it never takes the fds that opens, directory streams
- * and clamd connections need: past max, inserting fails with -EMFILE
- * until the kernel forgets inodes. Eviction (itab_low) aims at target, a
- * margin below max: the evictor runs on a thread that a busy machine may
- * not schedule for a while, and lookups go on meanwhile. Unlimited until
- * set; a target above max is taken as max.
+ * Caps the O_PATH fds the table keeps open (root included), so that it
+ * never takes the fds that opens, directory streams and clamd connections
+ * need: past max, inserting a new inode parks another, or fails with
+ * -EMFILE when none can be parked, until the kernel forgets inodes.
+ * Parking and eviction (itab_low) aim at target, a margin below max: the
+ * evictor runs on a thread that a busy machine may not schedule for a
+ * while, and lookups go on meanwhile. Unlimited until set; a target above
+ * max is taken as max.
  */
 void itab_set_max(struct inode_table *table, size_t target, size_t max);
 
-/* How many more inodes the table may take before reaching its cap. */
+/* How many more fds the table may take before reaching its cap. */
 size_t itab_room(struct inode_table *table);
 
 /*
- * Whether less than an eighth of the target (or less than 1024 inodes) is
- * left: time to have the kernel forget inodes, and to stop handing out
- * inodes nobody asked for.
+ * Whether less than an eighth of the target (or less than 1024 fds) is
+ * left with nothing more to park: time to have the kernel forget inodes,
+ * and to stop handing out inodes nobody asked for.
  */
 bool itab_low(struct inode_table *table);
 
@@ -116,6 +144,12 @@ struct itab_victim {
 	ino_t parent_ino;
 	char *name; /* owned by the caller */
 };
+
+/*
+ * Parks up to n files nobody pins while the table is short of fds (those
+ * pinned when they were last tried may be free now); how many.
+ */
+size_t itab_park_idle(struct inode_table *table, size_t n);
 
 /*
  * Takes up to n least recently used names off the table (the inodes stay,
@@ -153,7 +187,30 @@ uint64_t inode_id(const struct inode *inode);
 uint64_t inode_hand_out(struct inode *inode);
 uint32_t inode_generation(const struct inode *inode);
 
+/*
+ * The inode's O_PATH fd. The root's and a directory's at any time; any
+ * other inode's only between inode_pin and inode_unpin (else -EBADF: it
+ * may be parked, or be parked and its number reused meanwhile).
+ */
 int inode_fd(const struct inode *inode);
+
+/*
+ * Keeps the inode's fd open until inode_unpin, reopening it by handle if
+ * it was parked: call it as the daemon, before any identity switch (the
+ * reopen needs CAP_DAC_READ_SEARCH). Pins nest. 0, -ESTALE when the file
+ * is gone (the VFS then looks the name up afresh), or -EMFILE.
+ */
+int inode_pin(struct inode_table *table, struct inode *inode);
+void inode_unpin(struct inode *inode);
+
+/*
+ * inode_pin for the life of an open file, file_fd: an unlinked open file
+ * may open by handle nowhere, so its inode keeps an fd (reopened from
+ * file_fd itself when it was parked meanwhile). Undo with inode_unpin at
+ * its release.
+ */
+void inode_pin_open(struct inode_table *table, struct inode *inode,
+		    int file_fd);
 dev_t inode_dev(const struct inode *inode);
 ino_t inode_ino(const struct inode *inode);
 /* The S_IFMT bits; an inode never changes type while its fd is held. */

@@ -1360,7 +1360,7 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags)
 	p->gid = st.st.st_gid;
 	stats_inc(&fs->stats, ahead ? STAT_AHEAD_SCANS : STAT_CLOSE_SCANS);
 	/* nothing else keeps the inode alive until the verdict is in */
-	itab_find_ref(fs->itab, inode_dev(inode), inode_ino(inode));
+	itab_ref(fs->itab, inode);
 	if (submit(fs, p) != 0) {
 		itab_forget(fs->itab, inode, 1);
 		close(rfd);
@@ -1460,8 +1460,12 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 	 * A lease another user holds on it (Samba's oplocks) is not waited
 	 * for: this open would break it, and nobody asked to read the file.
 	 */
+	ret = inode_pin(fs->itab, inode);
+	if (ret)
+		goto out;
 	rfd = reopen_readonly_as_owner(inode_fd(inode), &pst,
 				       O_NOATIME | O_NONBLOCK);
+	inode_unpin(inode);
 	if (rfd < 0) {
 		ret = rfd;
 		goto out;

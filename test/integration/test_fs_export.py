@@ -277,9 +277,10 @@ def test_forged_handles_are_stale(mount_clamfs, clamd, request, backend):
         b"file content\n"
 
 
-def test_handles_survive_the_evictor(mount_clamfs, clamd):
-    # with few fds the daemon has the kernel forget inodes itself (evict.c)
-    # while files are looked up: the handles of forgotten ones still work
+def test_handles_survive_parking_and_forgetting(mount_clamfs, clamd):
+    # with few fds the daemon closes those of files nobody uses (parks
+    # them) while files are looked up, then the kernel forgets them all:
+    # the handles of parked and of forgotten ones still work
     def nofile():
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
     m = mount_scan(mount_clamfs, clamd, preexec_fn=nofile)
@@ -289,7 +290,14 @@ def test_handles_survive_the_evictor(mount_clamfs, clamd):
     handles = [name_to_handle(m.m("d", f"f{i}")) for i in range(0, 1500, 50)]
     for i in range(1500):
         past_the_fd_cap(os.stat, m.m("d", f"f{i}"))
-    assert inode_count(m) < 256
+    assert stats(m.mnt)["inode_fds"] < 256
+    for k, h in enumerate(handles):
+        assert read_handle(m.mnt, h) == b"content %d\n" % (k * 50)
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2\n")
+    assert wait_for(lambda: inode_count(m) < 256, 10, interval=0.2), \
+        inode_count(m)
     for k, h in enumerate(handles):
         assert read_handle(m.mnt, h) == b"content %d\n" % (k * 50)
     assert m.alive()

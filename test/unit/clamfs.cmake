@@ -10,7 +10,7 @@ function(clamfs_layer_tests layer)
 endfunction()
 clamfs_layer_tests(util test_mountpoint test_log test_creds test_waitlist
 	test_fileid test_groupfree test_fanwatch)
-clamfs_layer_tests(inode test_inode test_nodeid)
+clamfs_layer_tests(inode test_inode test_inode_park test_nodeid)
 clamfs_layer_tests(scan test_vcache test_policy test_action test_scanq
 	test_qrecord test_writers test_tsgrain test_vstore test_escape)
 # the option table against the man pages and the sample INI, and the

@@ -518,6 +518,17 @@ static void test_empty_file_allowed_unscanned(void **state)
 	itab_forget(fs.itab, in, 1);
 }
 
+/* Whether the file's stamp shows stores through a mapping (tsgrain.h). */
+static bool sees_mapped_stores(struct inode *in)
+{
+	bool sees;
+
+	assert_int_equal(inode_pin(fs.itab, in), 0);
+	sees = tsgrain_sees_mapped_stores(inode_fd(in), inode_dev(in));
+	inode_unpin(in);
+	return sees;
+}
+
 /*
  * A miss waits for the scanner: the open is kept, the interrupt hook set
  * and cleared before the answer. The next open takes the cached verdict
@@ -544,7 +555,7 @@ static void test_clean_scanned_then_cached(void **state)
 	forget_seen();
 	again = gate_open_as("clean", O_RDONLY, false);
 	assert_ptr_equal(again, in);
-	if (tsgrain_sees_mapped_stores(inode_fd(in), inode_dev(in))) {
+	if (sees_mapped_stores(in)) {
 		assert_answered_at_once(0);
 		assert_true(seen.keep_cache);
 		assert_int_equal(atomic_load(&scans), 0);
@@ -568,7 +579,7 @@ static void test_infected_refused_then_from_cache(void **state)
 	assert_int_equal(atomic_load(&scans), 1);
 	forget_seen();
 	gate_open_as("eicar", O_RDONLY, false);
-	if (tsgrain_sees_mapped_stores(inode_fd(in), inode_dev(in))) {
+	if (sees_mapped_stores(in)) {
 		assert_answered_at_once(EACCES);
 		assert_int_equal(atomic_load(&scans), 0);
 	} else {
@@ -621,7 +632,7 @@ static void test_read_write_decided_as_reader_then_cached(void **state)
 	assert_int_equal(seen.reopens, 0);
 	assert_int_equal(seen.asked, 1);
 	assert_int_equal(atomic_load(&scans), 1);
-	if (!tsgrain_sees_mapped_stores(inode_fd(in), inode_dev(in))) {
+	if (!sees_mapped_stores(in)) {
 		itab_forget(fs.itab, in, 1); /* tmpfs: nothing is kept */
 		return;
 	}

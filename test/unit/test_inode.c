@@ -164,8 +164,10 @@ static void test_cap_refuses_with_emfile_and_recovers(void **state)
 
 /*
  * Lowness is measured against the target, refusal against the cap: past
- * the target the table is low (the evictor runs) and still takes new
- * identities until the cap. A target above the cap is the cap.
+ * the target the table is low (the evictor runs, having names to evict)
+ * and still takes new identities until the cap. A target above the cap
+ * is the cap. (These fake identities are not on the root's filesystem:
+ * they cannot be parked, see test_inode_park.c.)
  */
 static void test_target_evicts_cap_refuses(void **state)
 {
@@ -173,18 +175,19 @@ static void test_target_evicts_cap_refuses(void **state)
 	struct inode *in[3], *none = NULL;
 	int fd;
 
-	itab_set_max(t, 1025, 8192); /* root held: 1024 to the target */
+	itab_set_max(t, 1024, 8192); /* nothing to evict: not low */
 	assert_false(itab_low(t));
-	itab_set_max(t, 1024, 8192); /* 1023 to the target: low */
-	assert_true(itab_low(t));
-	assert_int_equal(itab_room(t), 8191);
 	itab_set_max(t, 2, 4);
 	for (int i = 0; i < 3; i++) {
 		struct stat st = fake_st(7, (ino_t)i + 1);
+		char name[8];
 
 		assert_int_equal(itab_insert_ref(t, dup(0), &st, &in[i]), 0);
+		snprintf(name, sizeof(name), "f%d", i);
+		itab_note_name(t, in[i], itab_root(t), name);
 	}
 	assert_int_equal(itab_count(t), 4);
+	assert_int_equal(itab_fds(t), 4);
 	assert_int_equal(itab_room(t), 0);
 	fd = dup(0);
 	{
@@ -197,7 +200,12 @@ static void test_target_evicts_cap_refuses(void **state)
 	itab_forget(t, in[0], 1);
 	assert_int_equal(itab_room(t), 1);
 	assert_true(itab_wait_room(t, 10));
-	itab_set_max(t, 1500, 8192); /* 3 held: 1497 to the target */
+	itab_set_max(t, 1027, 8192); /* 3 held: 1024 to the target */
+	assert_false(itab_low(t));
+	itab_set_max(t, 1026, 8192); /* 1023 to the target: low */
+	assert_true(itab_low(t));
+	assert_int_equal(itab_room(t), 8189);
+	itab_set_max(t, 1500, 8192); /* 1497 to the target */
 	assert_false(itab_low(t));
 	itab_set_max(t, 1500, 1026); /* the target is 1026: 1023 left */
 	assert_true(itab_low(t));
@@ -211,8 +219,9 @@ static void test_target_evicts_cap_refuses(void **state)
 /*
  * Victims come least recently named first, each once, with the parent
  * they were named in; directories are never offered; a forgotten inode
- * leaves the list; the table is low with less than 1024 inodes left (or
- * an eighth of its target, see test_sec_fds.py for a table that big).
+ * leaves the list; the table is low with less than 1024 fds left (or an
+ * eighth of its target, see test_sec_fds.py for a table that big) and a
+ * name to evict.
  */
 static void test_victims_in_lru_order(void **state)
 {
@@ -246,7 +255,10 @@ static void test_victims_in_lru_order(void **state)
 	for (int i = 0; i < 3; i++)
 		free(v[i].name);
 	assert_int_equal(itab_pick_victims(t, v, 8), 0);
-	itab_set_max(t, 1029, 1029); /* 5 held: room 1024, not below */
+	itab_set_max(t, 1028, 1028); /* room 1023, but no name to evict */
+	assert_false(itab_low(t));
+	itab_note_name(t, in[3], root, "f3"); /* looked up again */
+	itab_set_max(t, 1029, 1029);	      /* 5 held: room 1024, not below */
 	assert_int_equal(itab_room(t), 1024);
 	assert_false(itab_low(t));
 	itab_set_max(t, 1028, 1028); /* room 1023 */
