@@ -244,7 +244,13 @@ static const struct prom_row table[] = {
 		"stamped, nobody writing it (mostly a scan of the same file "
 		"that had just ended)."),
 	GAUGE("inodes", "clamfs_inodes",
-	      "Files and directories the daemon holds a descriptor of."),
+	      "Files and directories the kernel knows through the mount."),
+	GAUGE("inode_fds", "clamfs_inode_fds",
+	      "Of those, the ones the daemon holds a descriptor of (the "
+	      "others are reopened by file handle when used)."),
+	COUNTER("inode_reopens", "clamfs_inode_reopens_total",
+		"Files reopened by file handle after their descriptor was "
+		"closed to stay within the file limit."),
 	/* for people; monitors take the start time (time() - it) */
 	HUMAN("uptime_seconds"),
 	GAUGE("start_time_seconds", "clamfs_start_time_seconds",

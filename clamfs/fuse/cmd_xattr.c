@@ -205,6 +205,8 @@ static void reply_stats(fuse_req_t req, size_t size)
 	dbwatch_describe(fs->dbwatch, clamd, sizeof(clamd));
 	x.clamd = clamd;
 	x.inodes = itab_count(fs->itab);
+	x.inode_fds = itab_fds(fs->itab);
+	x.inode_reopens = itab_reopens(fs->itab);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	x.uptime_seconds = (long long)(now.tv_sec - fs->started.tv_sec);
 	x.start_time_seconds = (long long)fs->started_wall;

@@ -252,10 +252,11 @@ static size_t render_sample(const struct stats_sample *x, char *buf, size_t len,
 		   qc->queued, qc->expired, qc->rejected, qc->rejected_waiters,
 		   qc->background, qc->background_dropped, qc->spared);
 	used = put(buf, len, used,
-		   "inodes=%zu\nuptime_seconds=%lld\nstart_time_seconds=%lld\n"
+		   "inodes=%zu\ninode_fds=%zu\ninode_reopens=%" PRIu64
+		   "\nuptime_seconds=%lld\nstart_time_seconds=%lld\n"
 		   "version=%s\n",
-		   x->inodes, x->uptime_seconds, x->start_time_seconds,
-		   CLAMFS_VERSION);
+		   x->inodes, x->inode_fds, x->inode_reopens, x->uptime_seconds,
+		   x->start_time_seconds, CLAMFS_VERSION);
 	if (x->libfuse_version)
 		used = put(buf, len, used, "libfuse_version=%s\n",
 			   x->libfuse_version);

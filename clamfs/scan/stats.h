@@ -124,6 +124,8 @@ struct stats_sample {
 	struct vstore_counters sc; /* zeros without a verdict store */
 	struct scanq_counters qc;
 	size_t inodes;
+	size_t inode_fds;	/* of them, those with an fd held */
+	uint64_t inode_reopens; /* parked inodes reopened by handle */
 	long long uptime_seconds;
 	long long start_time_seconds; /* since the epoch, as at the start */
 	const char *libfuse_version;  /* the library's at run time, or NULL */
