@@ -5,6 +5,7 @@ and launch() start one; MountFactory keeps a test's mounts and their
 directories and tears them all down. Teardown unmounts, checks the daemon
 exited 0 without sanitizer reports and that nothing is left mounted."""
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -173,6 +174,20 @@ def make_tree_dir(prefix="clamfs-t"):
     return d
 
 
+def test_nofile():
+    """A preexec_fn giving a daemon the file limit CLAMFS_TEST_NOFILE
+    (soft and hard), or None: with a few hundred, clamfs's inode table is
+    always short of fds and parks every file it can, so that a suite run
+    so has every request on a file meet a parked one (ctest's py_parked)."""
+    n = int(os.environ.get("CLAMFS_TEST_NOFILE", "0"))
+    if not n:
+        return None
+
+    def pre():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    return pre
+
+
 def launch(argv, backend, mnt, workdir=None, timeout=10, wait=True,
            env=None, preexec_fn=None, pass_fds=()):
     """Starts a FUSE daemon that stays in the foreground (argv holds -f or
@@ -184,7 +199,8 @@ def launch(argv, backend, mnt, workdir=None, timeout=10, wait=True,
             open(m.stdout_path, "wb") as outf:
         m.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                   stdout=outf, stderr=errf, env=env,
-                                  preexec_fn=preexec_fn, pass_fds=pass_fds)
+                                  preexec_fn=preexec_fn or test_nofile(),
+                                  pass_fds=pass_fds)
     m.pid = m.proc.pid
     m.t_launch = time.monotonic()
     if wait:
@@ -250,7 +266,8 @@ def start_clamfs(backend, mnt, opts=(), args=(), foreground=True,
             open(m.stdout_path, "wb") as outf:
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=outf,
                            stderr=errf, env=sanitizer_env(m.san_prefix),
-                           timeout=timeout * SLOW, preexec_fn=preexec_fn)
+                           timeout=timeout * SLOW,
+                           preexec_fn=preexec_fn or test_nofile())
     m.launcher_rc = r.returncode
     m.up_on_return = bool(fuse_mounts_at(mnt))
     pids = pids_of(argv[0], mnt)
