@@ -12,6 +12,7 @@ import resource
 import select
 import stat
 import subprocess
+import sys
 import threading
 import time
 
@@ -192,6 +193,41 @@ def _errors_are_fd_class(stderr):
     bad = [l for l in stderr.splitlines()
            if l and not l.endswith(FD_ERROR_TEXTS)]
     assert not bad[:5], bad[:5]
+
+
+LSTAT_ALL = r"""
+import errno, os, sys
+d = sys.argv[1]
+failed = 0
+for name in sorted(os.listdir(d)):
+    try:
+        os.lstat(os.path.join(d, name))
+    except OSError as e:
+        if e.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        failed += 1
+print(failed)
+"""
+
+
+def test_concurrent_lookups_in_a_directory_bigger_than_the_share(
+        mount_clamfs, clamd):
+    """Two readers stat 3,000 names of one directory at once under a
+    limit of 1,024: the names the kernel would have to forget for room
+    cannot be released while lookups hold the directory (9 to 176 of
+    6,000 lookups failed so before files were parked, 2026-12-05). Parked
+    files make room without the kernel: no lookup fails."""
+    n = 3000
+    m = mount_scan(mount_clamfs, clamd, preexec_fn=nofile(1024, 1024))
+    make_files(m.b("d"), n)
+    procs = [subprocess.Popen([sys.executable, "-c", LSTAT_ALL, m.m("d")],
+                              stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    failed = [int(p.communicate(timeout=120 * SLOW)[0]) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert failed == [0, 0]
+    s = read_stats(m.mnt)
+    assert s["inodes"] > n and s["inode_fds"] < 1024, s
 
 
 def test_low_hard_limit_clean_errors_and_recovery(mount_clamfs, clamd):
