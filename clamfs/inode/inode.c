@@ -6,128 +6,15 @@
  * that the lookup every request makes contends neither with the table
  * lock nor much with itself. Changes hold the table lock and the shard's.
  */
-#include "inode.h"
+#include "inode_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/queue.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
-
-#include "nodeid.h"
-
-struct inode {
-	struct inode *hash_next;
-	/*
-	 * In the (dev, ino) hash: not once a parked inode's number went to a
-	 * new file (it is then known by id alone, until forgotten).
-	 */
-	bool hashed;
-	struct inode *id_next; /* in its id shard */
-	uint64_t id;
-	uint32_t generation;
-	bool counted; /* a counted id: kept as a ghost once forgotten... */
-	atomic_bool handed_out; /* ... if anybody was ever told it */
-	struct nodeid_handle handle;
-	mode_t type;
-	dev_t dev;
-	ino_t ino;
-	uint64_t nlookup; /* under table->lock */
-
-	/*
-	 * The O_PATH fd, or -1 while parked: closed to spare the fd limit,
-	 * reopened by handle when pinned again. Directories and whatever
-	 * cannot be reopened (parkable false) hold theirs for life. fd and
-	 * pins under fd_lock; held (the parking order) under table->lock.
-	 */
-	pthread_spinlock_t fd_lock;
-	int fd;
-	unsigned int pins;
-	bool parkable; /* set before the inode is shared, then constant */
-	bool on_held;
-	atomic_bool recent; /* pinned since the parker last passed it */
-	TAILQ_ENTRY(inode) held;
-
-	/* the name it was last looked up by; under table->lock */
-	TAILQ_ENTRY(inode) lru; /* linked while name is set */
-	char *name;
-	dev_t parent_dev;
-	ino_t parent_ino;
-
-	atomic_int writers;
-	atomic_uint_fast64_t write_seq;
-
-	pthread_mutex_t io_lock; /* held across attach: one decides */
-	unsigned int io_opens;
-	int io_backing_id;
-
-	pthread_mutex_t stamp_lock;
-	bool stamp_valid;
-	off_t stamp_size;
-	struct timespec stamp_mtime;
-	struct timespec stamp_ctime;
-};
-
-#define ID_SHARDS		 16
-#define ID_SHARD_INITIAL_BUCKETS 256
-
-struct id_shard {
-	pthread_mutex_t lock;
-	struct inode **buckets;
-	size_t nbuckets; /* power of two */
-	size_t count;
-} __attribute__((aligned(64)));
-
-struct inode_table {
-	struct id_shard shards[ID_SHARDS];
-	pthread_mutex_t lock;
-	struct inode **buckets;
-	size_t nbuckets; /* power of two */
-	size_t count;	 /* inodes */
-	size_t fds;	 /* O_PATH fds held: count less the parked */
-	size_t max;	 /* cap on fds */
-	size_t target;	 /* parking and eviction keep fds below this; <= max */
-	struct inode *root;
-	TAILQ_HEAD(, inode) lru;  /* named inodes, least recent first */
-	TAILQ_HEAD(, inode) held; /* parkable with an fd, in parking order */
-	bool can_reopen;	  /* open_by_handle_at works: parking may */
-	bool park_failed;	  /* the last park found no inode unpinned */
-	int root_mnt_id;   /* the backend root's mount: handles open there */
-	size_t held_count; /* length of held */
-	uint64_t reopens;
-	pthread_cond_t low;  /* signalled when itab_low turns true */
-	pthread_cond_t room; /* signalled when fds drops below max */
-	bool stopping;
-
-	/* node ids */
-	bool handle_ids; /* a whole filesystem as backend: ids are handles */
-	dev_t root_dev;
-	int mount_fd;	  /* to open by handle; -1 if it could not be had */
-	uint32_t epoch;	  /* the generation of counted ids: one per daemon */
-	uint64_t counted; /* counted ids issued so far */
-	struct ghosts *ghosts;
-};
-
-#define ITAB_INITIAL_BUCKETS 1024
-/*
- * Forgotten ids kept for NFS clients that come back with them (about 100
- * bytes each): enough for the files a few clients hold open.
- */
-#define ITAB_GHOSTS_MAX 32768
-/* below this much room the table is low whatever its cap */
-#define ITAB_LOW_ROOM 1024
-/*
- * Inodes the parker passes over at most for one fd (pinned ones, recent
- * ones given a second chance): it runs under the table lock.
- */
-#define PARK_LOOK_MAX	 64
-#define PARK_LOOK_AT_CAP 4096
 
 static size_t inode_hash(dev_t dev, ino_t ino)
 {
@@ -227,25 +114,6 @@ static struct inode *itab_find_locked(struct inode_table *table, dev_t dev,
 }
 
 /* Whether the fds held leave little room: time to park, or to evict. */
-static bool fds_short_locked(struct inode_table *table)
-{
-	size_t room;
-
-	if (table->target == SIZE_MAX)
-		return false;
-	room = table->fds < table->target ? table->target - table->fds : 0;
-	/*
-	 * Eviction is asynchronous (the kernel's FORGETs come back later):
-	 * it starts while there is room for a quick succession of lookups to
-	 * go on meanwhile, an eighth of the target plus the margin up to the
-	 * cap. Starting at half of it kept a tree of 7,500 files out of the
-	 * kernel's caches under a limit of 20,000 descriptors (a 10,000-file
-	 * find walked 8 times slower than natively the second time, 1.6 times
-	 * with an eighth). A small table is kept as small as it goes.
-	 */
-	return room < table->target / 8 || room < ITAB_LOW_ROOM;
-}
-
 /*
  * Short of fds with none to park (or none found unpinned the last time
  * it was tried): only the kernel forgetting inodes makes room, where
@@ -260,76 +128,7 @@ static bool itab_low_locked(struct inode_table *table)
 	       (!TAILQ_EMPTY(&table->lru) || table->fds >= table->target);
 }
 
-/*
- * Parks the least recently pinned inode nobody pins, other than spare
- * (the one the caller just gave an fd): its fd, to close once the lock
- * is let go, or -1 when none was found. A recent one gets a second chance
- * at the end of the order, unless at_cap (an fd is needed now, or the
- * request fails with EMFILE).
- */
-static int park_one_locked(struct inode_table *table, bool at_cap,
-			   const struct inode *spare)
-{
-	size_t look = 2 * table->held_count; /* the second chances too */
-	struct inode *in;
-	int fd = -1;
-
-	if (look > (at_cap ? PARK_LOOK_AT_CAP : PARK_LOOK_MAX))
-		look = at_cap ? PARK_LOOK_AT_CAP : PARK_LOOK_MAX;
-	for (; look > 0 && (in = TAILQ_FIRST(&table->held)); look--) {
-		TAILQ_REMOVE(&table->held, in, held);
-		if (in != spare &&
-		    (!atomic_exchange(&in->recent, false) || at_cap)) {
-			pthread_spin_lock(&in->fd_lock);
-			if (in->pins == 0) {
-				fd = in->fd;
-				in->fd = -1;
-			}
-			pthread_spin_unlock(&in->fd_lock);
-		}
-		if (fd >= 0) {
-			in->on_held = false;
-			table->held_count--;
-			table->fds--;
-			break;
-		}
-		TAILQ_INSERT_TAIL(&table->held, in, held);
-	}
-	table->park_failed = fd < 0;
-	return fd;
-}
-
-/*
- * An fd was just added: when that leaves the table short of fds, one
- * other inode is parked at once, so that a tree of reopenable files never
- * has the kernel evict names. The fd to close after unlocking, or -1.
- */
-static int park_if_short_locked(struct inode_table *table,
-				const struct inode *spare)
-{
-	return fds_short_locked(table) ? park_one_locked(table, false, spare)
-				       : -1;
-}
-
 /* inode has fd newly held: it joins the parking order, at the end */
-static void held_add_locked(struct inode_table *table, struct inode *inode)
-{
-	table->fds++;
-	if (!inode->parkable)
-		return;
-	/* just asked for: not the next one parked, even in a tiny table */
-	atomic_store(&inode->recent, true);
-	TAILQ_INSERT_TAIL(&table->held, inode, held);
-	inode->on_held = true;
-	table->held_count++;
-}
-
-static void close_if_open(int fd)
-{
-	if (fd >= 0)
-		close(fd);
-}
-
 static size_t id_hash(uint64_t id)
 {
 	uint64_t h = id * 0x9e3779b97f4a7c15ULL;
@@ -455,24 +254,6 @@ static int reopen_dir(int fd)
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-}
-
-/*
- * Whether files may be parked: open_by_handle_at needs
- * CAP_DAC_READ_SEARCH, and a filesystem that exports handles. Tried on
- * the root itself.
- */
-static bool can_reopen(int mount_fd, int root_fd, int *root_mnt_id)
-{
-	struct nodeid_handle h;
-	int fd;
-
-	*root_mnt_id = nodeid_handle_of(root_fd, &h);
-	if (mount_fd < 0 || *root_mnt_id < 0)
-		return false;
-	fd = nodeid_handle_open(mount_fd, &h);
-	close_if_open(fd);
-	return fd >= 0;
 }
 
 struct inode_table *itab_create(int root_fd, const struct stat *root_st)
@@ -720,42 +501,6 @@ int itab_resolve_id(struct inode_table *table, uint64_t id, struct inode **out)
 	return 0;
 }
 
-/*
- * A parked inode takes the fd a lookup just opened on it by name rather
- * than reopening by handle later. True when it did (fd is its own now).
- */
-static bool adopt_fd_locked(struct inode_table *table, struct inode *in, int fd)
-{
-	bool adopted = false;
-
-	if (!in->parkable)
-		return false;
-	pthread_spin_lock(&in->fd_lock);
-	if (in->fd < 0) {
-		in->fd = fd;
-		adopted = true;
-	}
-	pthread_spin_unlock(&in->fd_lock);
-	if (adopted)
-		held_add_locked(table, in);
-	return adopted;
-}
-
-/*
- * Handles are opened through the backend root's mount: only a file on
- * that very mount comes back as it was. Another mount of the filesystem
- * inside the backend (a read-only bind, nosuid, an idmapped mount) has
- * the same st_dev, and its file reopened so would lose what that mount
- * imposes.
- */
-static bool parkable_in(struct inode_table *table, const struct inode *in,
-			int mnt_id)
-{
-	return table->can_reopen && in->type != S_IFDIR &&
-	       in->dev == table->root_dev && mnt_id == table->root_mnt_id &&
-	       in->handle.len > 0;
-}
-
 int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 		    struct inode **out)
 {
@@ -956,30 +701,6 @@ void itab_note_name(struct inode_table *table, struct inode *inode,
 	free(old);
 }
 
-size_t itab_park_idle(struct inode_table *table, size_t n)
-{
-	int fds[PARK_LOOK_MAX];
-	size_t parked = 0, got;
-
-	do {
-		got = 0;
-		pthread_mutex_lock(&table->lock);
-		while (got < PARK_LOOK_MAX && parked + got < n &&
-		       fds_short_locked(table)) {
-			int fd = park_one_locked(table, false, NULL);
-
-			if (fd < 0)
-				break;
-			fds[got++] = fd;
-		}
-		pthread_mutex_unlock(&table->lock);
-		for (size_t i = 0; i < got; i++)
-			close(fds[i]);
-		parked += got;
-	} while (got == PARK_LOOK_MAX);
-	return parked;
-}
-
 size_t itab_pick_victims(struct inode_table *table, struct itab_victim *v,
 			 size_t n)
 {
@@ -1058,243 +779,5 @@ size_t itab_ghosts(struct inode_table *table)
 	return n;
 }
 
-uint64_t inode_id(const struct inode *inode)
-{
-	return inode->id;
-}
-
-uint64_t inode_hand_out(struct inode *inode)
-{
-	atomic_store(&inode->handed_out, true);
-	return inode->id;
-}
-
-uint32_t inode_generation(const struct inode *inode)
-{
-	return inode->generation;
-}
-
-int inode_fd(const struct inode *inode)
-{
-	struct inode *in = (struct inode *)inode; /* the lock, not the fd */
-	int fd;
-
-	if (!in->parkable)
-		return in->fd;
-	pthread_spin_lock(&in->fd_lock);
-	fd = in->pins ? in->fd : -EBADF;
-	pthread_spin_unlock(&in->fd_lock);
-	return fd;
-}
-
 /* The parked inode's file again, by handle, if it is still that file. */
-static int reopen_by_handle(struct inode_table *table, struct inode *inode)
-{
-	struct stat st;
-	int fd = nodeid_handle_open(table->mount_fd, &inode->handle);
-
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st) == -1 || st.st_dev != inode->dev ||
-	    st.st_ino != inode->ino || (st.st_mode & S_IFMT) != inode->type) {
-		close(fd);
-		return -ESTALE;
-	}
-	return fd;
-}
-
-/*
- * Installs fd (a reopening of the parked inode) unless another pin did
- * first; the inode is pinned. 0 (fd taken or closed), or -EMFILE at the
- * cap with nothing to park (fd closed).
- */
-static int install_reopened(struct inode_table *table, struct inode *inode,
-			    int fd)
-{
-	int parked = -1, parked_too = -1, ret = 0;
-
-	pthread_mutex_lock(&table->lock);
-	/* under the table lock nobody else installs or parks it */
-	if (inode->fd < 0 && table->fds >= table->max)
-		parked = park_one_locked(table, true, NULL);
-	if (inode->fd < 0 && table->fds < table->max) {
-		pthread_spin_lock(&inode->fd_lock);
-		inode->fd = fd;
-		pthread_spin_unlock(&inode->fd_lock);
-		held_add_locked(table, inode);
-		table->reopens++;
-		parked_too = park_if_short_locked(table, inode);
-		fd = -1;
-	} else if (inode->fd < 0) {
-		ret = -EMFILE; /* nothing to park: the kernel must forget */
-		pthread_cond_signal(&table->low);
-	}
-	pthread_mutex_unlock(&table->lock);
-	close_if_open(parked);
-	close_if_open(parked_too);
-	close_if_open(fd); /* not needed: another pin reopened it first */
-	return ret;
-}
-
 /* Pins; the fd it holds, or -1 when parked. */
-static int pin_locked_fd(struct inode *inode)
-{
-	int fd;
-
-	pthread_spin_lock(&inode->fd_lock);
-	inode->pins++;
-	fd = inode->fd;
-	pthread_spin_unlock(&inode->fd_lock);
-	if (inode->parkable)
-		atomic_store(&inode->recent, true);
-	return fd;
-}
-
-int inode_pin(struct inode_table *table, struct inode *inode)
-{
-	int fd = pin_locked_fd(inode), ret;
-
-	if (fd >= 0 || !inode->parkable)
-		return 0;
-	fd = reopen_by_handle(table, inode);
-	ret = fd < 0 ? fd : install_reopened(table, inode, fd);
-	if (ret)
-		inode_unpin(inode);
-	return ret;
-}
-
-void inode_pin_open(struct inode_table *table, struct inode *inode, int file_fd)
-{
-	char path[32];
-	int fd = pin_locked_fd(inode);
-
-	if (fd >= 0 || !inode->parkable)
-		return;
-	/* the open file is the very object: no handle, no capability */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", file_fd);
-	fd = open(path, O_PATH | O_CLOEXEC);
-	if (fd >= 0)
-		install_reopened(table, inode, fd);
-}
-
-void inode_unpin(struct inode *inode)
-{
-	pthread_spin_lock(&inode->fd_lock);
-	inode->pins--;
-	pthread_spin_unlock(&inode->fd_lock);
-}
-
-uint64_t itab_reopens(struct inode_table *table)
-{
-	uint64_t n;
-
-	pthread_mutex_lock(&table->lock);
-	n = table->reopens;
-	pthread_mutex_unlock(&table->lock);
-	return n;
-}
-
-size_t itab_fds(struct inode_table *table)
-{
-	size_t n;
-
-	pthread_mutex_lock(&table->lock);
-	n = table->fds;
-	pthread_mutex_unlock(&table->lock);
-	return n;
-}
-
-dev_t inode_dev(const struct inode *inode)
-{
-	return inode->dev;
-}
-
-ino_t inode_ino(const struct inode *inode)
-{
-	return inode->ino;
-}
-
-mode_t inode_type(const struct inode *inode)
-{
-	return inode->type;
-}
-
-static bool ts_equal(const struct timespec *a, const struct timespec *b)
-{
-	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
-}
-
-bool inode_stamp_unchanged(struct inode *inode, const struct stat *st,
-			   bool trusted)
-{
-	bool same;
-
-	pthread_mutex_lock(&inode->stamp_lock);
-	same = inode->stamp_valid && inode->stamp_size == st->st_size &&
-	       ts_equal(&inode->stamp_mtime, &st->st_mtim) &&
-	       ts_equal(&inode->stamp_ctime, &st->st_ctim);
-	inode->stamp_valid = trusted;
-	inode->stamp_size = st->st_size;
-	inode->stamp_mtime = st->st_mtim;
-	inode->stamp_ctime = st->st_ctim;
-	pthread_mutex_unlock(&inode->stamp_lock);
-	return same;
-}
-
-bool inode_stamp_still(struct inode *inode, const struct stat *st)
-{
-	bool same;
-
-	pthread_mutex_lock(&inode->stamp_lock);
-	same = inode->stamp_valid && inode->stamp_size == st->st_size &&
-	       ts_equal(&inode->stamp_mtime, &st->st_mtim) &&
-	       ts_equal(&inode->stamp_ctime, &st->st_ctim);
-	pthread_mutex_unlock(&inode->stamp_lock);
-	return same;
-}
-
-int inode_writers_add(struct inode *inode, int delta)
-{
-	return atomic_fetch_add(&inode->writers, delta) + delta;
-}
-
-int inode_writers(const struct inode *inode)
-{
-	return atomic_load(&((struct inode *)inode)->writers);
-}
-
-void inode_note_write(struct inode *inode)
-{
-	atomic_fetch_add(&inode->write_seq, 1);
-}
-
-uint64_t inode_write_seq(const struct inode *inode)
-{
-	return atomic_load(&((struct inode *)inode)->write_seq);
-}
-
-int inode_io_join(struct inode *inode, int (*attach)(void *arg), void *arg)
-{
-	int id;
-
-	pthread_mutex_lock(&inode->io_lock);
-	if (inode->io_opens == 0)
-		inode->io_backing_id = attach(arg);
-	inode->io_opens++;
-	id = inode->io_backing_id;
-	pthread_mutex_unlock(&inode->io_lock);
-	return id;
-}
-
-int inode_io_leave(struct inode *inode)
-{
-	int id = 0;
-
-	pthread_mutex_lock(&inode->io_lock);
-	if (inode->io_opens > 0 && --inode->io_opens == 0) {
-		id = inode->io_backing_id;
-		inode->io_backing_id = 0;
-	}
-	pthread_mutex_unlock(&inode->io_lock);
-	return id;
-}

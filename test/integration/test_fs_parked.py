@@ -8,7 +8,6 @@
 # user, and try what an attacker on the backend would: the file deleted or
 # replaced (inode number reused) while parked, an infected file put in its
 # place, a file on another filesystem mounted inside the backend.
-import errno
 import os
 import resource
 import stat
