@@ -521,7 +521,7 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 	 * now, which the handle's generation tells. The kernel's node of the
 	 * old one stays, known by id, and gets ESTALE when used.
 	 */
-	if (in && in->parkable && in->fd < 0 && fresh->handle.len > 0 &&
+	if (in && in->parkable && in->fd < 0 &&
 	    !nodeid_handle_equal(&in->handle, &fresh->handle)) {
 		itab_unhash_locked(table, in);
 		in = NULL;
@@ -552,7 +552,7 @@ int itab_insert_ref(struct inode_table *table, int fd, const struct stat *st,
 		fresh = NULL;
 		if (itab_low_locked(table))
 			pthread_cond_signal(&table->low);
-	} else if (table->fds < table->max &&
+	} else if (fresh->parkable && table->fds < table->max &&
 		   adopt_fd_locked(table, in, fresh->fd)) {
 		fresh->fd = -1;
 		parked_too = park_if_short_locked(table, in);

@@ -43,6 +43,7 @@ int park_one_locked(struct inode_table *table, bool at_cap,
 		    const struct inode *spare)
 {
 	size_t look = 2 * table->held_count; /* the second chances too */
+	bool passed_over = false;	     /* one not pinned, just not now */
 	struct inode *in;
 	int fd = -1;
 
@@ -58,6 +59,8 @@ int park_one_locked(struct inode_table *table, bool at_cap,
 				in->fd = -1;
 			}
 			pthread_spin_unlock(&in->fd_lock);
+		} else {
+			passed_over = true;
 		}
 		if (fd >= 0) {
 			in->on_held = false;
@@ -67,7 +70,8 @@ int park_one_locked(struct inode_table *table, bool at_cap,
 		}
 		TAILQ_INSERT_TAIL(&table->held, in, held);
 	}
-	table->park_failed = fd < 0;
+	/* only pinned ones seen: the table is low until some are unpinned */
+	table->park_failed = fd < 0 && !passed_over;
 	return fd;
 }
 
@@ -120,7 +124,9 @@ bool can_reopen(int mount_fd, int root_fd, int *root_mnt_id)
 
 /*
  * A parked inode takes the fd a lookup just opened on it by name rather
- * than reopening by handle later. True when it did (fd is its own now).
+ * than reopening by handle later: only an fd on the backend root's own
+ * mount (parkable), as a reopening would be, not one through a bind of
+ * the filesystem with other flags. True when it did (fd is its own now).
  */
 bool adopt_fd_locked(struct inode_table *table, struct inode *in, int fd)
 {
@@ -169,6 +175,8 @@ size_t itab_park_idle(struct inode_table *table, size_t n)
 				break;
 			fds[got++] = fd;
 		}
+		if (got && table->fds < table->max)
+			pthread_cond_broadcast(&table->room);
 		pthread_mutex_unlock(&table->lock);
 		for (size_t i = 0; i < got; i++)
 			close(fds[i]);
