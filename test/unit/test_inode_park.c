@@ -34,8 +34,11 @@ static struct inode *in[FILES];
 static bool can_open_by_handle(void)
 {
 	struct file_handle *fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
-	int mount_id, fd = -1, root = open(dir, O_RDONLY | O_DIRECTORY);
+	int mount_id, fd = -1, root;
 
+	if (!fh)
+		return false;
+	root = open(dir, O_RDONLY | O_DIRECTORY);
 	fh->handle_bytes = MAX_HANDLE_SZ;
 	if (root >= 0 &&
 	    name_to_handle_at(root, "", fh, &mount_id, AT_EMPTY_PATH) == 0)
