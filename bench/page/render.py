@@ -521,15 +521,79 @@ def titled_lane_results(newest):
 DIRS_RESULTS = os.path.join(TOP, "bench", "dirs", "results", "*.md")
 
 
-def dirs_section():
+DIRS_PANELS = [("find", 0, "find -printf %s, pass 1"),
+               ("find", 1, "find -printf %s, pass 2"),
+               ("ls", 1, "ls -lR, pass 2")]
+
+
+def dirs_chart(results_json, lane, work, img):
+    """Seconds against tree size, log-log, one line a contender and one
+    panel a walk and pass (bench/dirs/run's JSON next to its .md); a
+    contender that failed at a size has no point there."""
+    with open(results_json) as f:
+        res = json.load(f)["results"]
+    sizes = sorted(res, key=int)
+    names = []
+    for s in sizes:
+        names += [n for n in res[s] if n not in names]
+    name = "%s-dirs" % lane
+    gp = ['set terminal pngcairo noenhanced size 1200,420 '
+          'font "DejaVu Sans,10"',
+          'set output "%s"' % os.path.join(img, name + ".png"),
+          'set multiplot layout 1,%d title "Directory walks: seconds against '
+          'files in the tree (median; log-log; lower is better)\\n%s"'
+          % (len(DIRS_PANELS), lane_label(lane)),
+          "set logscale xy", "set grid", "set key top left",
+          'set xlabel "files"', 'set format x "%.0s%c"']
+    for i, (walk, npass, title) in enumerate(DIRS_PANELS):
+        plots = []
+        for n in names:
+            dat = os.path.join(work, "%s-%s-%d-%s.dat" % (name, walk, npass,
+                                                           n))
+            pts = 0
+            with open(dat, "w") as f:
+                for s in sizes:
+                    runs = res[s].get(n, {}).get(walk, [])
+                    ts = [r["t"][npass] for r in runs
+                          if len(r["t"]) > npass and r["t"][npass] is not None]
+                    if ts:
+                        f.write("%s %g\n" % (s, med(ts)))
+                        pts += 1
+            if pts:
+                plots.append('"%s" using 1:2 with linespoints lw 2 title "%s"'
+                             % (dat, n))
+        gp += ['set title "%s"' % title,
+               'set ylabel "seconds"' if i == 0 else "unset ylabel",
+               "plot " + ", ".join(plots) if plots else
+               'plot NaN notitle']
+    gp.append("unset multiplot")
+    gpf = os.path.join(work, name + ".gp")
+    with open(gpf, "w") as f:
+        f.write("\n".join(gp) + "\n")
+    os.makedirs(img, exist_ok=True)
+    run(["gnuplot", gpf])
+    return name + ".png"
+
+
+def lane_label(lane):
+    return lane.capitalize().replace("Debian", "Debian ")
+
+
+def dirs_section(work, img, img_rel):
     """Directory walks at several tree sizes (bench/dirs/run), the newest
-    of each lane after the template's prose; nothing while there are
-    none."""
+    of each lane after the template's prose, each with its chart of time
+    against tree size; nothing while there are none."""
     newest = newest_per_lane(DIRS_RESULTS)
     if not newest:
         return []
-    return (section_head("Directory walks at any size", "dirs", newest) +
-            titled_lane_results(newest))
+    L = section_head("Directory walks at any size", "dirs", newest)
+    for lane in sorted(newest, reverse=True):
+        js = newest[lane][:-len(".md")] + ".json"
+        if os.path.exists(js):
+            png = dirs_chart(js, lane, work, img)
+            L += ["![%s: directory walks against tree size](%s/%s)"
+                  % (lane_label(lane), img_rel, png), ""]
+    return L + titled_lane_results(newest)
 
 
 # bench/writeback/run's results, DATE-LANE.md: the newest of each lane
@@ -593,7 +657,7 @@ def fileserver_section():
     return L
 
 
-def render(lanes, img_rel):
+def render(lanes, img_rel, work, img):
     L = ["# clamfs benchmarks", ""]
     L += prose("intro", nlanes=len(lanes),
                lanes_s="s" if len(lanes) > 1 else "",
@@ -705,7 +769,7 @@ def render(lanes, img_rel):
         L += ["```", ""]
     L += realwork_section()
     L += fileserver_section()
-    L += dirs_section()
+    L += dirs_section(work, img, img_rel)
     L += store_section()
     L += writeback_section()
     L += fleet_section()
@@ -957,7 +1021,8 @@ def write_page(lanes, out, img):
             ARGS = J["args"]
             J["pngs"] = charts(J["R"], J["names"], work, img,
                                J["env"]["lane"] + "-", lane_title(J["env"]))
-        text = render(lanes, os.path.relpath(img, os.path.dirname(out)))
+        text = render(lanes, os.path.relpath(img, os.path.dirname(out)),
+                      work, img)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(out, "w") as f:
