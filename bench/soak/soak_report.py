@@ -2,7 +2,7 @@
 """The soak's verdict: gathers what every process logged, judges each error
 against the fault windows, fits the daemon's resources over time, checks
 the invariants and writes report.json, summary.json (the same, one sample
-in ten, compact: the copy doc/soak keeps), report.md, samples.dat and
+in ten, compact: the copy to publish), report.md, samples.dat and
 plot.png (gnuplot) into the output directory."""
 import glob
 import json
@@ -243,7 +243,8 @@ SUMMARY_EVERY = 10
 
 def summary(report, every=SUMMARY_EVERY):
     """The report with its samples thinned (the last one kept), for a copy
-    kept in git (doc/soak): report.json keeps them all."""
+    published with a run (the dated runs' are in doc/soak's git
+    history): report.json keeps them all."""
     samples = report["samples"]
     kept = samples[::every]
     if samples and kept[-1] is not samples[-1]:
@@ -362,7 +363,7 @@ def markdown(r, have_png):
 
 
 def replot(summary_json, png):
-    """The plot again from a kept summary (doc/soak/*.json)."""
+    """The plot again from a published summary (summary.json)."""
     with open(summary_json) as f:
         report = json.load(f)
     with tempfile.TemporaryDirectory() as tmp:

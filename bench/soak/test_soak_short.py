@@ -27,7 +27,7 @@ def run_soak(tmp_path, *args, timeout=280):
     report_path = out / "report.json"
     assert report_path.exists(), f"no report:\n{r.stdout}\n{r.stderr}"
     report = json.loads(report_path.read_text())
-    # the copy doc/soak keeps: the same report, one sample in ten
+    # the compact copy to publish: the same report, one sample in ten
     summary = json.loads((out / "summary.json").read_text())
     rest = {k: v for k, v in summary.items()
             if k not in ("samples", "samples_every")}
