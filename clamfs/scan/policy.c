@@ -146,6 +146,12 @@ enum policy_decision policy_decide_groups(const struct policy *p,
 		for (size_t j = 0; j < ngroups; j++)
 			if (p->exempt_gids[i] == groups[j])
 				return POLICY_SKIP_EXCLUDED;
+	return policy_decide_file(p, relpath, size);
+}
+
+enum policy_decision policy_decide_file(const struct policy *p,
+					const char *relpath, uint64_t size)
+{
 	if (relpath) {
 		if (p->n_include && !any_glob(p->include, p->n_include, relpath,
 					      p->glob_nocase))

@@ -100,6 +100,14 @@ enum policy_decision policy_decide_groups(const struct policy *p,
 					  size_t ngroups, uint64_t size);
 
 /*
+ * The same, by the path and size rules alone: for a scan nobody asked
+ * for (a scan ahead of whoever reads next), which no exemption of a user
+ * or group can apply to.
+ */
+enum policy_decision policy_decide_file(const struct policy *p,
+					const char *relpath, uint64_t size);
+
+/*
  * Whether the caller's supplementary groups could change the decision
  * (exempt groups are set and uid/gid alone do not exempt): only then are
  * they worth fetching.

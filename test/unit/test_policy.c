@@ -91,6 +91,28 @@ static void test_exempt_ids(void **state)
 	policy_free(&p);
 }
 
+/* A scan nobody asked for is judged by path and size, never exempt. */
+static void test_decide_file_ignores_exemptions(void **state)
+{
+	struct policy p;
+
+	(void)state;
+	policy_init(&p);
+	assert_int_equal(policy_add_exempt_uid(&p, 0), 0);
+	assert_int_equal(policy_add_exempt_gid(&p, 0), 0);
+	assert_int_equal(policy_add_glob(&p, false, "*.iso"), 0);
+	p.max_scan_size = 1000;
+	assert_int_equal(policy_decide(&p, "a.txt", 0, 0, 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide_file(&p, "a.txt", 10), POLICY_SCAN);
+	assert_int_equal(policy_decide_file(&p, "d/a.iso", 10),
+			 POLICY_SKIP_EXCLUDED);
+	assert_int_equal(policy_decide_file(&p, "a.txt", 1001),
+			 POLICY_SKIP_OVERSIZE);
+	assert_int_equal(policy_decide_file(&p, NULL, 10), POLICY_SCAN);
+	policy_free(&p);
+}
+
 /* glob_case=insensitive: every glob ignores case, not only *.EXT. */
 static void test_glob_case(void **state)
 {
@@ -227,6 +249,7 @@ int main(void)
 		cmocka_unit_test(test_exclude_globs),
 		cmocka_unit_test(test_include_limits_scanning),
 		cmocka_unit_test(test_exempt_ids),
+		cmocka_unit_test(test_decide_file_ignores_exemptions),
 		cmocka_unit_test(test_glob_case),
 		cmocka_unit_test(test_exempt_supplementary_groups),
 		cmocka_unit_test(test_size_limit),
