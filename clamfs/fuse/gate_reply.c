@@ -101,11 +101,6 @@ static void on_interrupt(struct gate_open *o, struct scan_waiter *w)
 				w ? interrupted : NULL, w);
 }
 
-static bool may_write(int flags)
-{
-	return (flags & O_ACCMODE) != O_RDONLY;
-}
-
 static void reply_refused(struct fuse_open *fo, int fd, int err)
 {
 	fuse_req_t req = fo->req;
@@ -123,7 +118,7 @@ static void reply_allowed(struct fuse_open *fo, struct inode *inode, int fd,
 	fuse_req_t req = fo->req;
 	struct clamfs_fs *fs = req_fs(req);
 	struct fuse_file_info *fi = fo->fi;
-	bool writer = may_write(fi->flags);
+	bool writer = gate_may_write(fi->flags);
 	bool regular = inode_type(inode) == S_IFREG;
 	int ret;
 

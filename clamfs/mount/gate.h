@@ -7,6 +7,7 @@
 #ifndef CLAMFS_GATE_H
 #define CLAMFS_GATE_H
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -82,6 +83,17 @@ struct gate_open {
  * refused, or later once scanned; the answer goes through o's ops. Takes
  * ownership of fd.
  */
+/* Whether an open with open(2)'s flags may read, or write, the file. */
+static inline bool gate_may_read(int flags)
+{
+	return (flags & O_ACCMODE) != O_WRONLY;
+}
+
+static inline bool gate_may_write(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY;
+}
+
 void gate_open(struct clamfs_fs *fs, struct gate_open *o, struct inode *inode,
 	       int fd);
 

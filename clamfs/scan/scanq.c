@@ -87,11 +87,11 @@ TAILQ_HEAD(job_queue, scan_job);
 LIST_HEAD(job_list, scan_job);
 
 /*
- * A uid with tickets queued or waiters in flight; freed when it has
- * neither.
+ * A queue (a uid's or a shared one) with tickets queued or waiters in
+ * flight; freed when it has neither.
  */
 struct scanq_user {
-	uid_t uid;
+	uint64_t key;	      /* queue_key() */
 	unsigned int queued;  /* tickets in its lanes */
 	unsigned int waiters; /* its waiters on any scan, queued or running */
 	bool background;      /* its scans come after everybody else's */
@@ -168,24 +168,31 @@ static void wake_reaper(struct scanq *q)
 
 /* --- users, tickets and lanes (all under q->lock) --- */
 
-static struct user_list *user_bucket(struct scanq *q, uid_t uid)
+/* A queue's key: an opener's uid, or a shared queue above every uid. */
+static uint64_t queue_key(uid_t uid, unsigned int shared_queue)
 {
-	return &q->users[(uid * 2654435761U) % SCANQ_USER_BUCKETS];
+	return shared_queue ? (uint64_t)shared_queue << 32 : uid;
 }
 
-static struct scanq_user *user_get(struct scanq *q, uid_t uid)
+static struct user_list *user_bucket(struct scanq *q, uint64_t key)
 {
-	struct user_list *b = user_bucket(q, uid);
+	return &q->users[((key ^ (key >> 32)) * 2654435761U) %
+			 SCANQ_USER_BUCKETS];
+}
+
+static struct scanq_user *user_get(struct scanq *q, uint64_t key)
+{
+	struct user_list *b = user_bucket(q, key);
 	struct scanq_user *u;
 
 	LIST_FOREACH (u, b, hash_link) {
-		if (u->uid == uid)
+		if (u->key == key)
 			return u;
 	}
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
-	u->uid = uid;
+	u->key = key;
 	for (int l = 0; l < LANES; l++)
 		TAILQ_INIT(&u->lane[l]);
 	LIST_INSERT_HEAD(b, u, hash_link);
@@ -237,12 +244,12 @@ static void ticket_dequeue(struct scanq *q, struct scan_ticket *t)
 	user_put(u);
 }
 
-static struct scan_ticket *ticket_of(struct scan_job *job, uid_t uid)
+static struct scan_ticket *ticket_of(struct scan_job *job, uint64_t key)
 {
 	struct scan_ticket *t;
 
 	for (t = job->tickets; t; t = t->next) {
-		if (t->user && t->user->uid == uid)
+		if (t->user && t->user->key == key)
 			return t;
 	}
 	return NULL;
@@ -1162,16 +1169,24 @@ static void withdraw(struct scan_waiter *w, struct scan_job *job)
 }
 
 /* Outside the lock: logging may block. */
-static void log_rejected(uid_t uid, bool waiters, unsigned int bound)
+static void log_rejected(const struct scan_request *r, bool waiters,
+			 unsigned int bound)
 {
 	static struct log_limit limit;
 	unsigned long held_back;
 
-	if (log_limit_pass(&limit, &held_back))
+	if (!log_limit_pass(&limit, &held_back))
+		return;
+	if (r->shared_queue)
+		log_warn("scan queue full shared_queue=%u %s=%u: scan refused "
+			 "with EAGAIN suppressed_before=%lu",
+			 r->shared_queue, waiters ? "waiting" : "queued", bound,
+			 held_back);
+	else
 		log_warn("scan queue full uid=%u %s=%u: open refused "
 			 "with EAGAIN suppressed_before=%lu",
-			 (unsigned)uid, waiters ? "waiting" : "queued", bound,
-			 held_back);
+			 (unsigned)r->uid, waiters ? "waiting" : "queued",
+			 bound, held_back);
 }
 
 static unsigned int queue_bound(const struct scanq *q,
@@ -1183,14 +1198,16 @@ static unsigned int queue_bound(const struct scanq *q,
 	return q->cfg.max_queued_per_uid;
 }
 
-bool scanq_background_room(struct scanq *q, uid_t uid)
+bool scanq_background_room(struct scanq *q, uid_t uid,
+			   unsigned int shared_queue)
 {
+	uint64_t key = queue_key(uid, shared_queue);
 	struct scanq_user *u;
 	bool room = true;
 
 	pthread_mutex_lock(&q->lock);
-	LIST_FOREACH (u, user_bucket(q, uid), hash_link) {
-		if (u->uid == uid) {
+	LIST_FOREACH (u, user_bucket(q, key), hash_link) {
+		if (u->key == key) {
 			room = u->queued < SCANQ_MAX_QUEUED_BACKGROUND &&
 			       u->queued < q->cfg.max_queued_per_uid;
 			break;
@@ -1227,7 +1244,7 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		    (job->queued || (!job->prepare && !r->prepare)))
 			break;
 	}
-	u = user_get(q, r->uid);
+	u = user_get(q, queue_key(r->uid, r->shared_queue));
 	if (!u) {
 		ret = -ENOMEM;
 		goto out;
@@ -1270,7 +1287,7 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		 * its tickets comes first), beyond max_queued_per_uid too:
 		 * it is bounded as a waiter.
 		 */
-		t = ticket_of(job, r->uid);
+		t = ticket_of(job, u->key);
 		if (!t && !spare) {
 			if (atomic_fetch_sub(&job->interested, 1) == 1)
 				cdp_cancel_trigger(job->cancel);
@@ -1355,7 +1372,7 @@ out:
 	if (wake)
 		wake_reaper(q);
 	if (ret == -EAGAIN && !r->background)
-		log_rejected(r->uid, full_waiters,
+		log_rejected(r, full_waiters,
 			     full_waiters ? q->cfg.max_waiters_per_uid
 					  : q->cfg.max_queued_per_uid);
 	return ret;

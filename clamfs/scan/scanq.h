@@ -12,6 +12,9 @@
  *   their own, and the scanner threads serve the users round-robin, one
  *   job at a time. One user opening a thousand files delays another user
  *   by at most one scan per thread, not by a thousand.
+ *   Work done for nobody in particular (scans at a writer's close, scans
+ *   ahead) waits in shared queues of its own (scan_request.shared_queue),
+ *   served in the same round as the users'.
  * - A small-file lane: files up to small_bytes (1 MiB) are "small". With
  *   two or more threads, one thread serves only small files (round-robin
  *   too), so at most threads - 1 big scans run at once and a small file
@@ -273,11 +276,13 @@ enum scan_mode scanq_mode(struct scanq *q);
 bool scanq_background_possible(const struct scanq *q);
 
 /*
- * Whether a background submit in uid's queue would find room now (it may
+ * Whether a background submit in uid's queue (or the shared queue
+ * shared_queue, when not 0) would find room now (it may
  * not by the time it is made: a hint for callers that would rather wait
  * than have their scan dropped).
  */
-bool scanq_background_room(struct scanq *q, uid_t uid);
+bool scanq_background_room(struct scanq *q, uid_t uid,
+			   unsigned int shared_queue);
 
 /* Stops the threads; scans under way and queued ones end as cancelled. */
 void scanq_free(struct scanq *q);
@@ -292,6 +297,12 @@ struct scan_request {
 		       * caller may close fd once submit returns */
 	uint64_t gen; /* vcache generation read before the scan */
 	uid_t uid;    /* whose queue the scan waits in (the opener) */
+	/*
+	 * Not 0: the scan is nobody's in particular and waits in the shared
+	 * queue of that number (the caller numbers them) instead of uid's,
+	 * bounded and served as a user's queue is.
+	 */
+	unsigned int shared_queue;
 	/*
 	 * Run on the scanner thread right before the scan, as
 	 * prepare(prepare_ctx, prepare_key) (e.g. to have the kernel write

@@ -2187,19 +2187,63 @@ static void test_background_bound(void **state)
 	assert_true(fake_wait_scans(1));
 	for (int i = 0; i < N; i++) {
 		/* the hint a walk waits on instead of having scans dropped */
-		assert_true(scanq_background_room(q, BG_UID) == (i < N - 1));
+		assert_true(scanq_background_room(q, BG_UID, 0) == (i < N - 1));
 		twaiter_init(&bg[i], false);
 		assert_int_equal(submit_bg(q, 1000 + i, 100, 0, NULL, &bg[i]),
 				 i < N - 1 ? 0 : -EAGAIN);
 	}
 	/* another queue is not full */
-	assert_true(scanq_background_room(q, BG_UID - 1));
+	assert_true(scanq_background_room(q, BG_UID - 1, 0));
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.background_dropped, 1);
 	assert_int_equal(cnt.rejected, 0);
 	fake_release((ino_t)-1);
 	for (int i = 0; i < N - 1; i++)
 		assert_true(wait_done(&bg[i], 5000));
+	scanq_free(q);
+}
+
+/*
+ * Work done for nobody in particular waits in a shared queue: bounded as
+ * a user's queue is, but not the queue of the uid of the same number,
+ * nor another shared one.
+ */
+static void test_shared_queue_is_not_a_users(void **state)
+{
+	struct scanq *q = new_queue(1, 10000, 2);
+	struct vcache_file f = {.dev = 1, .size = 100};
+	struct scan_request r = {.file = &f, .uid = 1, .shared_queue = 1};
+	struct twaiter gate, shared[3], own[2], other;
+
+	(void)state;
+	twaiter_init(&gate, false);
+	assert_int_equal(submit(q, 500, 100, 1000, &gate), 0);
+	assert_true(fake_wait_scans(1));
+	r.fd = devnull;
+	for (int i = 0; i < 3; i++) {
+		twaiter_init(&shared[i], false);
+		f.ino = 510 + i;
+		assert_int_equal(scanq_submit(q, &r, &shared[i].w),
+				 i < 2 ? 0 : -EAGAIN);
+	}
+	assert_false(scanq_background_room(q, 0, 1));
+	assert_true(scanq_background_room(q, 1, 0));
+	/* uid 1's own queue is empty, and so is shared queue 2 */
+	for (int i = 0; i < 2; i++) {
+		twaiter_init(&own[i], false);
+		assert_int_equal(submit(q, 520 + i, 100, 1, &own[i]), 0);
+	}
+	twaiter_init(&other, false);
+	r.shared_queue = 2;
+	f.ino = 530;
+	assert_int_equal(scanq_submit(q, &r, &other.w), 0);
+	fake_release((ino_t)-1);
+	assert_true(wait_done(&gate, 5000));
+	for (int i = 0; i < 2; i++) {
+		assert_true(wait_done(&shared[i], 5000));
+		assert_true(wait_done(&own[i], 5000));
+	}
+	assert_true(wait_done(&other, 5000));
 	scanq_free(q);
 }
 
@@ -2252,6 +2296,7 @@ int main(void)
 		cmocka_unit_test(test_joiner_told_when_the_scan_began),
 		cmocka_unit_test(test_no_background_with_one_general_thread),
 		cmocka_unit_test(test_background_bound),
+		cmocka_unit_test(test_shared_queue_is_not_a_users),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
