@@ -3,9 +3,10 @@
  * The table of clamfs's configuration keys: one row per key says its
  * name, INI section, type, field, limits, accepted words, default, help
  * text and what a reload does with it. The -o parser (opts.c), the INI
- * reader (inifile.c), the defaults, --help and the reload's description of
- * what changed (runtime.c) are all read from it; adding a key is a row
- * here, a paragraph in the man pages and a line in etc/clamfs.ini.
+ * reader (inifile.c), the defaults, --help (fuse/cmdline.c) and the
+ * reload's sorting of what changed (daemon/reload.c) are all read from
+ * it; adding a key is a row here, a paragraph in the man pages and a
+ * line in etc/clamfs.ini.
  */
 #ifndef CLAMFS_OPTABLE_H
 #define CLAMFS_OPTABLE_H

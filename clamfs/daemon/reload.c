@@ -135,7 +135,7 @@ static void clear_verdicts(struct clamfs_fs *fs)
 		vcache_clear(gen_vcache(pin));
 		gen_unpin(pin);
 	}
-	/* after the caches: see maybe_cache() in gate.c */
+	/* after the caches: see stamp_keep_verdict() in gate_trust.c */
 	vstore_clear(fs->vstore);
 }
 

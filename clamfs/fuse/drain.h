@@ -3,7 +3,8 @@
  * What a stopping daemon still owes the kernel once its session loop is
  * over: the write-back of what writers left in the page cache (the
  * write-back cache, shared mappings), and of the pages a scanner thread
- * waits for (gate.c). Both come as requests that no worker reads any more.
+ * waits for (gate_request.c). Both come as requests that no worker reads
+ * any more.
  */
 #ifndef CLAMFS_DRAIN_H
 #define CLAMFS_DRAIN_H

@@ -79,14 +79,14 @@ struct clamfs_fs {
 	dev_t watched_dev;
 	/*
 	 * Negotiated at INIT: written data may sit in the kernel's page
-	 * cache until written back (gate.c flushes it before a scan).
+	 * cache until written back (gate_request.c flushes it before a scan).
 	 */
 	bool writeback;
 	/*
 	 * Scanner threads inside a kernel notification that waits for
 	 * requests to be answered (a write-back, a directory's lock): after
 	 * the session loop drain.c answers them until none does, and none
-	 * starts once it has stopped notifying (gate.c).
+	 * starts once it has stopped notifying (gate_act.c, gate_request.c).
 	 */
 	atomic_int kernel_waits;
 	atomic_bool notify_stopped;
