@@ -39,9 +39,9 @@ struct runtime {
 };
 
 /* The scan queue reports each scan's duration for the histogram. */
-static void observe_scan(void *stats, uint64_t usec)
+static void observe_scan(void *fs, uint64_t usec)
 {
-	stats_observe_scan(stats, usec);
+	stats_observe_scan(&((struct clamfs_fs *)fs)->stats, usec);
 }
 
 /*
@@ -58,8 +58,9 @@ static void *hold_generation(void *fs, struct cdp_fleet **fleet,
 	return pin;
 }
 
-static void release_generation(void *pin)
+static void release_generation(void *fs, void *pin)
 {
+	(void)fs;
 	gen_unpin(pin);
 }
 
@@ -318,12 +319,12 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 	qcfg.mode = generations_current(rt->gens)->mode;
 	qcfg.threads = opts->scan_threads;
 	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
-	qcfg.scan = scanner_clamd_scan;
-	qcfg.hold = hold_generation;
-	qcfg.release = release_generation;
-	qcfg.hold_arg = rt->fs;
-	qcfg.observe = observe_scan;
-	qcfg.observe_arg = &rt->fs->stats;
+	qcfg.hooks.scan = scanner_clamd_scan;
+	qcfg.hooks.hold = hold_generation;
+	qcfg.hooks.release = release_generation;
+	qcfg.hooks.observe = observe_scan;
+	gate_scanq_hooks(&qcfg.hooks);
+	qcfg.ctx = rt->fs;
 	ret = cdp_fleet_start(gen_fleet(generations_current(rt->gens)));
 	if (ret)
 		return ret;

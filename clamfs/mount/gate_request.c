@@ -45,6 +45,19 @@ static const struct kind_rules {
 			       .confirm = stamp_still_quiet},
 };
 
+/* A request's scan_request.confirm: its kind, offset so that 0 is none. */
+static unsigned int confirm_code(enum gate_kind kind)
+{
+	return kind_rules[kind].confirm ? (unsigned int)kind + 1 : 0;
+}
+
+/* scanq_hooks.confirm: the one of the request's kind. */
+static bool confirm_by_kind(void *ctx, unsigned int code, int fd,
+			    const struct vcache_file *f)
+{
+	return kind_rules[code - 1].confirm(ctx, fd, f);
+}
+
 void pending_free(struct pending *p)
 {
 	gen_unpin(p->pin);
@@ -139,10 +152,7 @@ int pending_submit(struct pending *p)
 		.shared_queue = k->queue,
 		.background = k->background,
 		.beside_one = k->beside_one,
-		.confirm = k->confirm,
-		.confirm_ctx = fs,
-		.known = stamp_verdict_known,
-		.known_ctx = fs,
+		.confirm = confirm_code(p->kind),
 	};
 
 	if (k->settled_first)
@@ -151,8 +161,7 @@ int pending_submit(struct pending *p)
 				  p->stamp.window_ns + 1000000;
 	if (o && inode_writers(p->inode) != 0 &&
 	    !truncates_page_cache(fs, o->flags, o->is_create)) {
-		r.prepare = flush_writer_pages;
-		r.prepare_ctx = fs;
+		r.prepare = true;
 		r.prepare_key = inode_hand_out(p->inode);
 	}
 	stamp_key(&p->stamp, &f);
@@ -174,4 +183,11 @@ int pending_submit(struct pending *p)
 	if (ro_fd >= 0)
 		close(ro_fd);
 	return ret;
+}
+
+void gate_scanq_hooks(struct scanq_hooks *hooks)
+{
+	hooks->prepare = flush_writer_pages;
+	hooks->confirm = confirm_by_kind;
+	hooks->known = stamp_verdict_known;
 }

@@ -52,14 +52,9 @@ struct scan_job {
 	struct scanq *q;
 	struct vcache_file file;
 	uint64_t tag;
-	int (*prepare)(void *ctx, uint64_t key); /* set while queued */
-	void *prepare_ctx;
+	bool prepare; /* set while queued */
 	uint64_t prepare_key;
-	bool (*confirm)(void *ctx, int fd, const struct vcache_file *f);
-	void *confirm_ctx;
-	bool (*known)(void *ctx, int fd, const struct vcache_file *f,
-		      uint64_t tag, struct cdp_result *res);
-	void *known_ctx;
+	unsigned int confirm; /* scan_request.confirm */
 	bool background_only; /* nobody but background submits joined */
 	bool counts_fg;	      /* running, and somebody waits for it */
 	bool counts_bg;	      /* running as a background scan */
@@ -489,12 +484,8 @@ static struct scan_job *job_new(struct scanq *q, const struct scan_request *r,
 	job->gen = r->gen;
 	job->tag = r->tag;
 	job->prepare = r->prepare;
-	job->prepare_ctx = r->prepare_ctx;
 	job->prepare_key = r->prepare_key;
 	job->confirm = r->confirm;
-	job->confirm_ctx = r->confirm_ctx;
-	job->known = r->known;
-	job->known_ctx = r->known_ctx;
 	job->background_only = r->background;
 	job->not_before_ns = r->not_before_ns;
 	atomic_store(&job->interested, 1);
@@ -650,10 +641,11 @@ static bool confirmed(struct scanq *q, struct scan_job *job,
 {
 	int64_t at;
 
-	if (!job->confirm)
+	if (!job->confirm || !q->cfg.hooks.confirm)
 		return true;
 	at = realtime_ns();
-	if (job->confirm(job->confirm_ctx, job->fd, &job->file)) {
+	if (q->cfg.hooks.confirm(q->cfg.ctx, job->confirm, job->fd,
+				 &job->file)) {
 		out->confirmed_ns = at;
 		return true;
 	}
@@ -673,7 +665,7 @@ static bool confirmed(struct scanq *q, struct scan_job *job,
 }
 
 /*
- * Whether the verdict is known by now (scan_request.known): mostly, the
+ * Whether the verdict is known by now (scanq_hooks.known): mostly, the
  * submitter looked at the cache before a scan of the same file ended and
  * submitted after it left the queue, too late to join it.
  */
@@ -682,8 +674,9 @@ static bool known_already(struct scanq *q, struct scan_job *job,
 {
 	struct cdp_result res = {0};
 
-	if (!job->known ||
-	    !job->known(job->known_ctx, job->fd, &job->file, job->tag, &res) ||
+	if (!q->cfg.hooks.known ||
+	    !q->cfg.hooks.known(q->cfg.ctx, job->fd, &job->file, job->tag,
+				&res) ||
 	    (res.verdict != CDP_CLEAN && res.verdict != CDP_INFECTED))
 		return false;
 	res.cat = CDP_ERR_NONE;
@@ -709,14 +702,15 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	pthread_mutex_lock(&q->lock);
 	cfg = q->cfg;
 	/* its waiters may all give up and be answered before it ends */
-	if (cfg.hold)
-		held = cfg.hold(cfg.hold_arg, &cfg.fleet, &cfg.mode);
+	if (cfg.hooks.hold)
+		held = cfg.hooks.hold(cfg.ctx, &cfg.fleet, &cfg.mode);
 	pthread_mutex_unlock(&q->lock);
 	memset(out, 0, sizeof(*out));
 	out->gen = job->gen;
 	out->tag = job->tag;
-	if (job->prepare && !cdp_cancel_triggered(job->cancel)) {
-		int err = job->prepare(job->prepare_ctx, job->prepare_key);
+	if (job->prepare && cfg.hooks.prepare &&
+	    !cdp_cancel_triggered(job->cancel)) {
+		int err = cfg.hooks.prepare(cfg.ctx, job->prepare_key);
 
 		if (err) {
 			scanq_result_fail(&out->res, CDP_ERR_LOCAL, -err,
@@ -736,7 +730,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	if (known_already(q, job, out))
 		goto out;
 	s = (struct scanq_scan){
-		.arg = cfg.scan_arg,
+		.ctx = cfg.ctx,
 		.fleet = cfg.fleet,
 		.note = &note,
 		.mode = cfg.mode,
@@ -767,7 +761,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	start = mono_usec();
 	out->started_ns = realtime_ns();
 	for (;;) {
-		cfg.scan(&s, &out->res);
+		cfg.hooks.scan(&s, &out->res);
 		tries++;
 		if (cdp_cancel_triggered(job->cancel))
 			break;
@@ -808,12 +802,12 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		cdp_cancel_want_fresh(job->cancel);
 	}
 out:
-	if (cfg.release)
-		cfg.release(held);
+	if (cfg.hooks.release)
+		cfg.hooks.release(cfg.ctx, held);
 	out->usec = asked ? mono_usec() - start : 0;
 	/* before finish(): whoever got the verdict sees the scan counted */
-	if (asked && cfg.observe)
-		cfg.observe(cfg.observe_arg, out->usec);
+	if (asked && cfg.hooks.observe)
+		cfg.hooks.observe(cfg.ctx, out->usec);
 }
 
 /*
@@ -1056,7 +1050,7 @@ int scanq_new(const struct scanq_config *cfg, struct scanq **out)
 	unsigned int n;
 	int ret = -ENOMEM;
 
-	if (!cfg->scan)
+	if (!cfg->hooks.scan)
 		return -EINVAL;
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -1319,8 +1313,7 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		}
 		/* the scan thread reads it after taking the job, under lock */
 		if (r->prepare && !job->prepare) {
-			job->prepare = r->prepare;
-			job->prepare_ctx = r->prepare_ctx;
+			job->prepare = true;
 			job->prepare_key = r->prepare_key;
 		}
 		q->counters.joined++;

@@ -180,7 +180,7 @@ struct scanq_attempt {
 
 /* One scan as the scanner callback sees it. */
 struct scanq_scan {
-	void *arg;		    /* scanq_config.scan_arg */
+	void *ctx;		    /* scanq_config.ctx */
 	struct cdp_fleet *fleet;    /* as configured when the scan started */
 	struct scanq_attempt *note; /* the scanner's, across attempts */
 	enum scan_mode mode;
@@ -222,38 +222,74 @@ void scanq_result_fail(struct cdp_result *res, enum cdp_errcat cat, int err,
 /* The longest a background scan is held back for not_before_ns. */
 #define SCANQ_NOT_BEFORE_MAX_MS 100
 
+/*
+ * What the queue calls back, each with scanq_config.ctx as its first
+ * argument. Only scan is required.
+ */
+struct scanq_hooks {
+	/* the scan itself (scanq_scan.ctx is the queue's ctx) */
+	scanq_scan_fn *scan;
+	/*
+	 * Holds what a scan runs on until the scan ends, also when every
+	 * waiter gave up and was answered meanwhile, and may put the fleet
+	 * and mode of what it holds in place of the configured ones (the
+	 * daemon pins the configuration in force and scans with its
+	 * clamds). Runs on the scanner thread under the queue's lock; its
+	 * token goes to release().
+	 */
+	void *(*hold)(void *ctx, struct cdp_fleet **fleet,
+		      enum scan_mode *mode);
+	void (*release)(void *ctx, void *token);
+	/*
+	 * Told how long each scan clamd was asked to do took (as
+	 * scan_outcome.usec), once it ended, on the scanner thread and
+	 * outside the queue's lock; also for a scan cancelled midway. So the
+	 * number of calls equals scanq_counters.scans once the queue is idle.
+	 */
+	void (*observe)(void *ctx, uint64_t usec);
+	/*
+	 * For a request with prepare set, on the scanner thread right before
+	 * the scan, with its prepare_key (e.g. to have the kernel write back
+	 * a writer's dirty pages); a negative errno from it fails the scan
+	 * (CDP_ERR_LOCAL) instead.
+	 */
+	int (*prepare)(void *ctx, uint64_t key);
+	/*
+	 * For a request with confirm set (handed over as how), on the
+	 * scanner thread after prepare, right before clamd is asked: whether
+	 * the file open at fd is still as stamped in f and nobody writes it
+	 * (scan_outcome.confirmed_ns). A background scan it says no to ends
+	 * as cancelled: the file changed since, and whoever changed it asks
+	 * again.
+	 */
+	bool (*confirm)(void *ctx, unsigned int how, int fd,
+			const struct vcache_file *f);
+	/*
+	 * For every scan, on the scanner thread after confirm, right before
+	 * clamd is asked: whether the verdict for the file open at fd,
+	 * stamped f, with tag, is known by now (filled in res), as surely
+	 * as an open made at this instant would take it from the cache.
+	 * Mostly a scan of the same file that ended just after the
+	 * submitter looked at the cache, too early for it to join. Then
+	 * clamd is not asked and every waiter gets that verdict, with
+	 * scan_outcome.known set.
+	 */
+	bool (*known)(void *ctx, int fd, const struct vcache_file *f,
+		      uint64_t tag, struct cdp_result *res);
+};
+
 struct scanq_config {
 	struct cdp_fleet *fleet; /* the clamds the scanner asks */
 	enum scan_mode mode;
 	unsigned int threads; /* scanner threads, >= 1 */
 	int timeout_ms;	      /* deadline of one scan from its submission,
 			       * queueing and retry included */
-	scanq_scan_fn *scan;  /* required */
-	void *scan_arg;
 	uint64_t small_bytes; /* the small-file lane; 0: SCANQ_SMALL_BYTES */
 	unsigned int max_queued_per_uid; /* 0: SCANQ_MAX_QUEUED_PER_UID */
 	/* 0: max_queued_per_uid + threads */
 	unsigned int max_waiters_per_uid;
-	/*
-	 * Optional: holds what a scan runs on until the scan ends, also when
-	 * every waiter gave up and was answered meanwhile, and may put the
-	 * fleet and mode of what it holds in place of the configured ones
-	 * (the daemon pins the configuration in force and scans with its
-	 * clamds). Runs on the scanner thread under the queue's lock; its
-	 * token goes to release().
-	 */
-	void *(*hold)(void *hold_arg, struct cdp_fleet **fleet,
-		      enum scan_mode *mode);
-	void (*release)(void *token);
-	void *hold_arg;
-	/*
-	 * Optional: told how long each scan clamd was asked to do took (as
-	 * scan_outcome.usec), once it ended, on the scanner thread and
-	 * outside the queue's lock; also for a scan cancelled midway. So the
-	 * number of calls equals scanq_counters.scans once the queue is idle.
-	 */
-	void (*observe)(void *observe_arg, uint64_t usec);
-	void *observe_arg;
+	struct scanq_hooks hooks;
+	void *ctx; /* every hook's; must outlive the queue */
 };
 
 struct scanq;
@@ -304,17 +340,15 @@ struct scan_request {
 	 */
 	unsigned int shared_queue;
 	/*
-	 * Run on the scanner thread right before the scan, as
-	 * prepare(prepare_ctx, prepare_key) (e.g. to have the kernel write
-	 * back a writer's dirty pages); a negative errno from it fails the
-	 * scan (CDP_ERR_LOCAL) instead. prepare_ctx must outlive the queue;
-	 * the key is copied. A request with one joins only a scan that has
-	 * not started yet (whose prepare, its own if the scan had none, runs
-	 * after this submit); a request without one joins such a scan too.
+	 * Have hooks.prepare(ctx, prepare_key) run right before the scan. A
+	 * request with prepare joins only a scan that has not started yet
+	 * (whose prepare, its own if the scan had none, runs after this
+	 * submit); a request without joins such a scan too.
 	 */
-	int (*prepare)(void *ctx, uint64_t key);
-	void *prepare_ctx;
+	bool prepare;
 	uint64_t prepare_key;
+	/* Not 0: have hooks.confirm(ctx, confirm, ...) run before the scan. */
+	unsigned int confirm;
 	/*
 	 * Nobody waits for this scan yet (scanning ahead of a reader): it
 	 * waits in uid's queue behind every other scan (see the top), at
@@ -334,28 +368,6 @@ struct scan_request {
 	 * scans.
 	 */
 	bool beside_one;
-	/*
-	 * Optional, run on the scanner thread after prepare, right before
-	 * clamd is asked: whether the file open at fd is still as stamped in
-	 * f and nobody writes it (scan_outcome.confirmed_ns). A background
-	 * scan it says no to ends as cancelled: the file changed since, and
-	 * whoever changed it asks again. ctx must outlive the queue.
-	 */
-	bool (*confirm)(void *ctx, int fd, const struct vcache_file *f);
-	void *confirm_ctx;
-	/*
-	 * Optional, run on the scanner thread after confirm, right before
-	 * clamd is asked: whether the verdict for the file open at fd,
-	 * stamped f, with tag, is known by now (filled in res), as surely
-	 * as an open made at this instant would take it from the cache.
-	 * Mostly a scan of the same file that ended just after the
-	 * submitter looked at the cache, too early for it to join. Then
-	 * clamd is not asked and every waiter gets that verdict, with
-	 * scan_outcome.known set. ctx must outlive the queue.
-	 */
-	bool (*known)(void *ctx, int fd, const struct vcache_file *f,
-		      uint64_t tag, struct cdp_result *res);
-	void *known_ctx;
 };
 
 /*

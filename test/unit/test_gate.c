@@ -420,7 +420,8 @@ static int setup(void **state)
 	static struct scanq_config qcfg = {
 		.threads = 2,
 		.timeout_ms = 10000,
-		.scan = fake_scan,
+		.hooks.scan = fake_scan,
+		.ctx = &fs,
 	};
 	struct generation *g;
 	struct stat st;
@@ -462,6 +463,8 @@ static int setup(void **state)
 	g->detect = shared_new(det, NULL);
 	if (generations_new(g, &fs.gens) != 0)
 		return -1;
+	/* the gate's own hooks, as the daemon's queue has them */
+	gate_scanq_hooks(&qcfg.hooks);
 	return scanq_new(&qcfg, &fs.scanq);
 }
 

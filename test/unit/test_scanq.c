@@ -263,13 +263,54 @@ static int submit(struct scanq *q, ino_t ino, off_t size, uid_t uid,
 	return submit_fd(q, ino, size, uid, t, devnull);
 }
 
+/* The hooks every test queue has (new_queue_cfg); defined with their tests. */
+static int count_prepare(void *ctx, uint64_t key);
+static bool fake_known(void *ctx, int fd, const struct vcache_file *f,
+		       uint64_t tag, struct cdp_result *res);
+static struct fake_cache *known_cache; /* fake_known's; NULL: none known */
+
+/* What count_prepare saw (the prepare tests). */
+struct prep_state {
+	pthread_mutex_t lock;
+	int calls;
+	uint64_t key;
+	int scans_before; /* fake scans started when it last ran */
+	void *ctx;
+	bool block; /* it waits until this is cleared */
+	int result; /* what it returns */
+	pthread_cond_t cond;
+};
+static struct prep_state prep;
+
+/* scan_request.confirm codes of the tests: what test_confirm says */
+enum { CONFIRM_NO = 1, CONFIRM_YES };
+
+static bool test_confirm(void *ctx, unsigned int how, int fd,
+			 const struct vcache_file *f)
+{
+	(void)ctx;
+	(void)f;
+	return how == CONFIRM_YES && fd >= 0;
+}
+
 static struct scanq *new_queue_cfg(const struct scanq_config *cfg)
 {
+	struct scanq_config c = *cfg;
 	struct scanq *q = NULL;
 
 	fake_reset();
 	atomic_store(&total_done, 0);
-	assert_int_equal(scanq_new(cfg, &q), 0);
+	/* the hooks requests ask for by their flags, with one context */
+	known_cache = NULL;
+	if (!c.hooks.prepare)
+		c.hooks.prepare = count_prepare;
+	if (!c.hooks.confirm)
+		c.hooks.confirm = test_confirm;
+	if (!c.hooks.known)
+		c.hooks.known = fake_known;
+	if (!c.ctx)
+		c.ctx = &prep;
+	assert_int_equal(scanq_new(&c, &q), 0);
 	return q;
 }
 
@@ -279,15 +320,11 @@ static struct scanq *new_queue(unsigned int threads, int timeout_ms,
 	struct scanq_config cfg = {
 		.threads = threads,
 		.timeout_ms = timeout_ms,
-		.scan = fake_scan,
+		.hooks.scan = fake_scan,
 		.max_queued_per_uid = max_per_uid,
 	};
-	struct scanq *q = NULL;
 
-	fake_reset();
-	atomic_store(&total_done, 0);
-	assert_int_equal(scanq_new(&cfg, &q), 0);
-	return q;
+	return new_queue_cfg(&cfg);
 }
 
 static int setup(void **state)
@@ -605,7 +642,7 @@ static void test_waiter_bound_counts_joins(void **state)
 	struct scanq_config cfg = {
 		.threads = 1,
 		.timeout_ms = 10000,
-		.scan = fake_scan,
+		.hooks.scan = fake_scan,
 		.max_waiters_per_uid = 3,
 	};
 	struct scanq *q = new_queue_cfg(&cfg);
@@ -699,16 +736,8 @@ static void test_joiner_keeps_its_own_place(void **state)
  * tell that it ran once, with its key, after every joiner's submit and
  * before the scan.
  */
-static struct {
-	pthread_mutex_t lock;
-	int calls;
-	uint64_t key;
-	int scans_before; /* fake scans started when it last ran */
-	void *ctx;
-	bool block; /* it waits until this is cleared */
-	int result; /* what it returns */
-	pthread_cond_t cond;
-} prep = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+static struct prep_state prep = {.lock = PTHREAD_MUTEX_INITIALIZER,
+				 .cond = PTHREAD_COND_INITIALIZER};
 
 static void prep_reset(void)
 {
@@ -775,8 +804,7 @@ static int submit_prepared(struct scanq *q, ino_t ino, uid_t uid,
 		.file = &f,
 		.fd = devnull,
 		.uid = uid,
-		.prepare = count_prepare,
-		.prepare_ctx = &prep,
+		.prepare = true,
 		.prepare_key = key,
 	};
 
@@ -1193,7 +1221,7 @@ static struct scanq *script_queue(int timeout_ms)
 	struct scanq_config cfg = {
 		.threads = 1,
 		.timeout_ms = timeout_ms,
-		.scan = script_scan,
+		.hooks.scan = script_scan,
 	};
 
 	return new_queue_cfg(&cfg);
@@ -1399,8 +1427,8 @@ static void test_no_join_after_the_last_decision(void **state)
 	struct scanq_config cfg = {
 		.threads = 1,
 		.timeout_ms = 300,
-		.scan = script_scan,
-		.observe = submit_in_the_gap,
+		.hooks.scan = script_scan,
+		.hooks.observe = submit_in_the_gap,
 	};
 	struct twaiter a;
 
@@ -1469,7 +1497,7 @@ static void test_withdraw_last_waiter_of_queued_scan(void **state)
 	struct scanq_config cfg = {
 		.threads = 1,
 		.timeout_ms = 10000,
-		.scan = fake_scan,
+		.hooks.scan = fake_scan,
 		.max_queued_per_uid = 1,
 		.max_waiters_per_uid = 8,
 	};
@@ -1541,8 +1569,9 @@ static void *swap_hold(void *arg, struct cdp_fleet **fleet,
 	return &holds;
 }
 
-static void count_release(void *token)
+static void count_release(void *ctx, void *token)
 {
+	(void)ctx;
 	assert_ptr_equal(token, &holds);
 	atomic_fetch_add(&releases, 1);
 }
@@ -1559,11 +1588,11 @@ static void test_reconfigure_under_way(void **state)
 	struct scanq_config cfg = {
 		.threads = 1,
 		.timeout_ms = 10000,
-		.scan = script_scan,
+		.hooks.scan = script_scan,
 		.fleet = (struct cdp_fleet *)&fleet_a,
 		.mode = SCAN_MODE_FDPASS,
-		.hold = count_hold,
-		.release = count_release,
+		.hooks.hold = count_hold,
+		.hooks.release = count_release,
 	};
 	struct scanq *q;
 	struct twaiter run, queued, late;
@@ -1620,11 +1649,11 @@ static void test_hold_gives_the_fleet(void **state)
 	struct scanq_config cfg = {
 		.threads = 1,
 		.timeout_ms = 10000,
-		.scan = script_scan,
+		.hooks.scan = script_scan,
 		.fleet = (struct cdp_fleet *)&fleet_a,
 		.mode = SCAN_MODE_FDPASS,
-		.hold = swap_hold,
-		.release = count_release,
+		.hooks.hold = swap_hold,
+		.hooks.release = count_release,
 	};
 	struct scanq *q;
 	struct twaiter w;
@@ -1655,17 +1684,17 @@ static int64_t real_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-#define BG_UID ((uid_t)(-3))
+/* the shared queue background scans wait in (and the next one) */
+#define BG_QUEUE 1
 
 static int submit_bg(struct scanq *q, ino_t ino, off_t size, int64_t not_before,
-		     bool (*confirm)(void *, int, const struct vcache_file *),
-		     struct twaiter *t)
+		     unsigned int confirm, struct twaiter *t)
 {
 	struct vcache_file f = {.dev = 1, .ino = ino, .size = size};
 	struct scan_request r = {
 		.file = &f,
 		.fd = devnull,
-		.uid = BG_UID,
+		.shared_queue = BG_QUEUE,
 		.background = true,
 		.not_before_ns = not_before,
 		.confirm = confirm,
@@ -1688,8 +1717,7 @@ static void test_background_comes_last(void **state)
 	assert_true(fake_wait_scans(1));
 	for (int i = 0; i < 2; i++) {
 		twaiter_init(&bg[i], false);
-		assert_int_equal(submit_bg(q, 201 + i, BIG, 0, NULL, &bg[i]),
-				 0);
+		assert_int_equal(submit_bg(q, 201 + i, BIG, 0, 0, &bg[i]), 0);
 	}
 	/* queued after the background ones, scanned before them */
 	twaiter_init(&fg[0], false);
@@ -1729,7 +1757,7 @@ static void test_small_thread_never_takes_background(void **state)
 	pthread_mutex_lock(&fake.lock);
 	fake.fast_from = 211;
 	pthread_mutex_unlock(&fake.lock);
-	assert_int_equal(submit_bg(q, 211, 100, 0, NULL, &bg), 0);
+	assert_int_equal(submit_bg(q, 211, 100, 0, 0, &bg), 0);
 	/* nothing is to happen: the scan must stay queued, unscanned */
 	let_time_pass(100, "the small-file thread must not take the background "
 			   "scan");
@@ -1762,8 +1790,7 @@ static void test_background_waits_for_running_scans(void **state)
 	assert_true(fake_wait_scans(1));
 	for (int i = 0; i < 2; i++) {
 		twaiter_init(&bg[i], false);
-		assert_int_equal(submit_bg(q, 251 + i, BIG, 0, NULL, &bg[i]),
-				 0);
+		assert_int_equal(submit_bg(q, 251 + i, BIG, 0, 0, &bg[i]), 0);
 	}
 	/* nothing is to happen: a waited-for scan runs, so no background */
 	let_time_pass(100, "no background scan may start while the gate runs");
@@ -1788,7 +1815,7 @@ static int submit_beside(struct scanq *q, ino_t ino, struct twaiter *t)
 	struct scan_request r = {
 		.file = &f,
 		.fd = devnull,
-		.uid = BG_UID - 1,
+		.shared_queue = BG_QUEUE + 1,
 		.background = true,
 		.beside_one = true,
 	};
@@ -1851,7 +1878,7 @@ static void test_beside_one_passes_plain_background(void **state)
 	assert_int_equal(submit(q, 280, BIG, 1000, &gate), 0);
 	assert_true(fake_wait_scans(1));
 	twaiter_init(&plain, false);
-	assert_int_equal(submit_bg(q, 281, BIG, 0, NULL, &plain), 0);
+	assert_int_equal(submit_bg(q, 281, BIG, 0, 0, &plain), 0);
 	twaiter_init(&beside, false);
 	assert_int_equal(submit_beside(q, 282, &beside), 0);
 	assert_true(fake_wait_scans(2));
@@ -1880,7 +1907,7 @@ static void test_background_past_deadline_is_dropped(void **state)
 	twaiter_init(&bg, false);
 	assert_int_equal(submit(q, 260, BIG, 1000, &gate), 0);
 	assert_true(fake_wait_scans(1));
-	assert_int_equal(submit_bg(q, 261, BIG, 0, NULL, &bg), 0);
+	assert_int_equal(submit_bg(q, 261, BIG, 0, 0, &bg), 0);
 	assert_true(wait_done(&bg, 3000));
 	assert_int_equal(bg.o.res.cat, CDP_ERR_TIMEOUT);
 	fake_release(260);
@@ -1904,9 +1931,9 @@ static void test_background_held_back_until_not_before(void **state)
 	fake.fast_from = 0;
 	pthread_mutex_unlock(&fake.lock);
 	t0 = now_ms();
-	assert_int_equal(submit_bg(q, 220, 100, real_ns() + 60 * 1000000LL,
-				   NULL, &alone),
-			 0);
+	assert_int_equal(
+		submit_bg(q, 220, 100, real_ns() + 60 * 1000000LL, 0, &alone),
+		0);
 	assert_true(wait_done(&alone, 2000));
 	assert_true(alone.at_ms - t0 >= 55);
 	assert_true(alone.o.started_ns >= real_ns() - 1000000000LL);
@@ -1916,8 +1943,7 @@ static void test_background_held_back_until_not_before(void **state)
 	twaiter_init(&bg, false);
 	twaiter_init(&reader, false);
 	assert_int_equal(
-		submit_bg(q, 221, 100, real_ns() + 90 * 1000000LL, NULL, &bg),
-		0);
+		submit_bg(q, 221, 100, real_ns() + 90 * 1000000LL, 0, &bg), 0);
 	t0 = now_ms();
 	assert_int_equal(submit(q, 221, 100, 1000, &reader), 0);
 	assert_true(wait_done(&reader, 2000));
@@ -1925,21 +1951,6 @@ static void test_background_held_back_until_not_before(void **state)
 	assert_true(reader.at_ms - t0 < 80);
 	assert_int_equal(fake_nscans(), 2);
 	scanq_free(q);
-}
-
-static bool confirm_no(void *ctx, int fd, const struct vcache_file *f)
-{
-	(void)ctx;
-	(void)fd;
-	(void)f;
-	return false;
-}
-
-static bool confirm_yes(void *ctx, int fd, const struct vcache_file *f)
-{
-	(void)ctx;
-	(void)f;
-	return fd >= 0;
 }
 
 static void test_background_confirm(void **state)
@@ -1956,7 +1967,7 @@ static void test_background_confirm(void **state)
 	fake.fast_from = 0;
 	pthread_mutex_unlock(&fake.lock);
 	/* the file changed since it was stamped: no scan at all */
-	assert_int_equal(submit_bg(q, 230, 100, 0, confirm_no, &changed), 0);
+	assert_int_equal(submit_bg(q, 230, 100, 0, CONFIRM_NO, &changed), 0);
 	assert_true(wait_done(&changed, 2000));
 	assert_int_equal(changed.o.res.verdict, CDP_ERROR);
 	assert_int_equal(changed.o.res.cat, CDP_ERR_CANCELLED);
@@ -1965,7 +1976,7 @@ static void test_background_confirm(void **state)
 	assert_true(changed.o.dropped);
 	assert_int_equal(fake_nscans(), 0);
 	/* still as stamped: the confirmation's time comes with the verdict */
-	assert_int_equal(submit_bg(q, 231, 100, 0, confirm_yes, &same), 0);
+	assert_int_equal(submit_bg(q, 231, 100, 0, CONFIRM_YES, &same), 0);
 	assert_true(wait_done(&same, 2000));
 	assert_int_equal(same.o.res.verdict, CDP_CLEAN);
 	assert_true(same.o.confirmed_ns >= t0);
@@ -1988,9 +1999,12 @@ struct fake_cache {
 static bool fake_known(void *ctx, int fd, const struct vcache_file *f,
 		       uint64_t tag, struct cdp_result *res)
 {
-	struct fake_cache *c = ctx;
+	struct fake_cache *c = known_cache;
 
+	(void)ctx;
 	assert_true(fd >= 0);
+	if (!c)
+		return false;
 	atomic_fetch_add(&c->asked, 1);
 	c->tag_seen = tag;
 	if ((long)f->ino == atomic_load(&c->clean_ino)) {
@@ -2008,14 +2022,13 @@ static bool fake_known(void *ctx, int fd, const struct vcache_file *f,
 static int submit_known(struct scanq *q, ino_t ino, uint64_t tag,
 			struct fake_cache *c, struct twaiter *t)
 {
+	known_cache = c;
 	struct vcache_file f = {.dev = 1, .ino = ino, .size = 100};
 	struct scan_request r = {
 		.file = &f,
 		.tag = tag,
 		.fd = devnull,
 		.uid = 1,
-		.known = fake_known,
-		.known_ctx = c,
 	};
 
 	return scanq_submit(q, &r, &t->w);
@@ -2090,17 +2103,16 @@ static void test_known_not_asked_after_a_drop(void **state)
 	struct scan_request r = {
 		.file = &f,
 		.fd = devnull,
-		.uid = BG_UID,
+		.shared_queue = BG_QUEUE,
 		.background = true,
-		.confirm = confirm_no,
-		.known = fake_known,
-		.known_ctx = &c,
+		.confirm = CONFIRM_NO,
 	};
 	struct twaiter dropped;
 
 	(void)state;
 	twaiter_init(&dropped, false);
 	atomic_store(&c.clean_ino, 263);
+	known_cache = &c;
 	assert_int_equal(scanq_submit(q, &r, &dropped.w), 0);
 	assert_true(wait_done(&dropped, 5000));
 	assert_true(dropped.o.dropped);
@@ -2158,8 +2170,8 @@ static void test_no_background_with_one_general_thread(void **state)
 	pthread_mutex_lock(&fake.lock);
 	fake.fast_from = 0;
 	pthread_mutex_unlock(&fake.lock);
-	assert_int_equal(submit_bg(q, 260, BIG, 0, NULL, &bg), 0);
-	assert_int_equal(submit_bg(q, 261, BIG, 0, NULL, &joined), 0);
+	assert_int_equal(submit_bg(q, 260, BIG, 0, 0, &bg), 0);
+	assert_int_equal(submit_bg(q, 261, BIG, 0, 0, &joined), 0);
 	/* nothing is to happen: both stay queued until someone joins */
 	let_time_pass(100, "no background scan may start");
 	assert_int_equal(fake_nscans(), 0);
@@ -2187,13 +2199,14 @@ static void test_background_bound(void **state)
 	assert_true(fake_wait_scans(1));
 	for (int i = 0; i < N; i++) {
 		/* the hint a walk waits on instead of having scans dropped */
-		assert_true(scanq_background_room(q, BG_UID, 0) == (i < N - 1));
+		assert_true(scanq_background_room(q, 0, BG_QUEUE) ==
+			    (i < N - 1));
 		twaiter_init(&bg[i], false);
-		assert_int_equal(submit_bg(q, 1000 + i, 100, 0, NULL, &bg[i]),
+		assert_int_equal(submit_bg(q, 1000 + i, 100, 0, 0, &bg[i]),
 				 i < N - 1 ? 0 : -EAGAIN);
 	}
 	/* another queue is not full */
-	assert_true(scanq_background_room(q, BG_UID - 1, 0));
+	assert_true(scanq_background_room(q, 0, BG_QUEUE + 1));
 	scanq_counters(q, &cnt);
 	assert_int_equal(cnt.background_dropped, 1);
 	assert_int_equal(cnt.rejected, 0);
