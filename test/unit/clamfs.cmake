@@ -12,7 +12,12 @@ clamfs_layer_tests(util test_mountpoint test_log test_creds test_waitlist
 	test_fileid test_groupfree test_fanwatch)
 clamfs_layer_tests(inode test_inode test_inode_park test_nodeid)
 clamfs_layer_tests(scan test_vcache test_policy test_action test_scanq
-	test_qrecord test_writers test_tsgrain test_vstore test_escape)
+	test_scanq_run test_scanq_background test_qrecord test_writers
+	test_tsgrain test_vstore test_escape)
+# the scan queue's tests share a fake scanner and the queue's hooks
+foreach(t test_scanq test_scanq_run test_scanq_background)
+	target_sources(${t} PRIVATE scanq_fake.c)
+endforeach()
 # the option table against the man pages and the sample INI, and the
 # clamd address rules the daemon and --check share
 clamfs_layer_tests(config test_optable test_poolcfg test_clamdconf)
