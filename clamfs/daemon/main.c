@@ -406,6 +406,7 @@ int main(int argc, char *argv[])
 	struct runtime *rt = NULL;
 	struct evictor *ev = NULL;
 	struct backwatch *bw = NULL;
+	struct generation *pin;
 	struct fuse_session *se = NULL;
 	struct clamfs_opts opts;
 	struct fdlimit fdlim;
@@ -532,13 +533,15 @@ int main(int argc, char *argv[])
 	if (opts.watch_backend)
 		bw = start_watch(&fs, root_fd, root_st.st_dev, mnt);
 	install_crash_handlers(mnt);
+	/* the mode in force: a SIGHUP may have replaced the generation */
+	pin = fs_pin(&fs);
 	log_info("mounted %s on %s, clamd=%s scan_mode=%s on_infected=%s "
 		 "on_error=%s",
 		 backend, mnt, one_line(opts.clamd, clamd, sizeof(clamd)),
-		 /* the queue's: a SIGHUP may be replacing the generation */
-		 scan_mode_name(scanq_mode(fs.scanq)),
+		 scan_mode_name(pin->mode),
 		 infected_action_name(opts.policy.on_infected),
 		 opts.policy.on_error_allow ? "allow" : "deny");
+	gen_unpin(pin);
 	log_fdlimit(&fdlim, inode_budget, inode_cap);
 	if (strcmp(backend, mnt) == 0)
 		holders_warn(backend, root_st.st_dev, 2000);

@@ -297,12 +297,6 @@ static void publish(struct reload *r, struct generation *next)
 	const struct clamfs_opts *n = gen_opts(next);
 	struct clamfs_fs *fs = r->fs;
 
-	/*
-	 * The queue's mode and deadline for scans from now on; a scan runs on
-	 * the fleet of the generation it holds (the daemon's scanq hold).
-	 */
-	scanq_reconfigure_fleet(fs->scanq, gen_fleet(next), next->mode,
-				(int)n->scan_timeout * 1000);
 	__atomic_store_n(&fs->scan_on_close, n->scan_on_close,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&fs->scan_ahead, n->scan_ahead, __ATOMIC_RELAXED);

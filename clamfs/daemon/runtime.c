@@ -315,10 +315,7 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 			 opts->config, &rt->reload);
 	if (ret)
 		return ret;
-	qcfg.fleet = gen_fleet(generations_current(rt->gens));
-	qcfg.mode = generations_current(rt->gens)->mode;
 	qcfg.threads = opts->scan_threads;
-	qcfg.timeout_ms = (int)opts->scan_timeout * 1000;
 	qcfg.hooks.scan = scanner_clamd_scan;
 	qcfg.hooks.hold = hold_generation;
 	qcfg.hooks.release = release_generation;

@@ -149,6 +149,8 @@ int pending_submit(struct pending *p)
 		.fd = p->fd,
 		.gen = vcache_generation(gen_vcache(p->pin)),
 		.uid = p->uid,
+		/* the deadline of the configuration it was decided under */
+		.timeout_ms = (int)gen_opts(p->pin)->scan_timeout * 1000,
 		.shared_queue = k->queue,
 		.background = k->background,
 		.beside_one = k->beside_one,

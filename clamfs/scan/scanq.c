@@ -172,7 +172,7 @@ int scanq_new(const struct scanq_config *cfg, struct scanq **out)
 	unsigned int n;
 	int ret = -ENOMEM;
 
-	if (!cfg->hooks.scan)
+	if (!cfg->hooks.scan || !cfg->hooks.hold)
 		return -EINVAL;
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -343,6 +343,8 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	bool wake = false, full_waiters = false;
 	int ret = 0, fresh_err;
 
+	if (r->timeout_ms <= 0)
+		return -EINVAL;
 	if (atomic_load(&w->interrupted))
 		return -EINTR;
 	/* allocated outside the lock; freed again if unused */
@@ -453,7 +455,7 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	t->user = u;
 	job->tickets = t;
 	/* deadline and lane as configured now, not when allocated */
-	job->deadline_us = mono_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
+	job->deadline_us = mono_usec() + (uint64_t)r->timeout_ms * 1000;
 	job->lane = (uint64_t)r->file->size <= q->cfg.small_bytes ? LANE_SMALL
 								  : LANE_BIG;
 	LIST_INSERT_HEAD(bucket, job, map_link);
@@ -466,7 +468,7 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 	lanes_wake_for(q, job, u);
 join:
 	/* its own deadline, whoever else waits for the scan */
-	w->deadline_us = mono_usec() + (uint64_t)q->cfg.timeout_ms * 1000;
+	w->deadline_us = mono_usec() + (uint64_t)r->timeout_ms * 1000;
 	w->ticket = t;
 	t->waiters++;
 	u->waiters++;
@@ -501,26 +503,6 @@ void scanq_interrupt(struct scan_waiter *w)
 	job = atomic_load(&w->job);
 	if (job)
 		withdraw(w, job);
-}
-
-void scanq_reconfigure_fleet(struct scanq *q, struct cdp_fleet *fleet,
-			     enum scan_mode mode, int timeout_ms)
-{
-	pthread_mutex_lock(&q->lock);
-	q->cfg.fleet = fleet;
-	q->cfg.mode = mode;
-	q->cfg.timeout_ms = timeout_ms;
-	pthread_mutex_unlock(&q->lock);
-}
-
-enum scan_mode scanq_mode(struct scanq *q)
-{
-	enum scan_mode mode;
-
-	pthread_mutex_lock(&q->lock);
-	mode = q->cfg.mode;
-	pthread_mutex_unlock(&q->lock);
-	return mode;
 }
 
 bool scanq_waiter_interrupted(const struct scan_waiter *w)

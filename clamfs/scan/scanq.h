@@ -181,7 +181,7 @@ struct scanq_attempt {
 /* One scan as the scanner callback sees it. */
 struct scanq_scan {
 	void *ctx;		    /* scanq_config.ctx */
-	struct cdp_fleet *fleet;    /* as configured when the scan started */
+	struct cdp_fleet *fleet;    /* as held when the scan started */
 	struct scanq_attempt *note; /* the scanner's, across attempts */
 	enum scan_mode mode;
 	int fd;				/* a read-only reopening of the file */
@@ -224,18 +224,17 @@ void scanq_result_fail(struct cdp_result *res, enum cdp_errcat cat, int err,
 
 /*
  * What the queue calls back, each with scanq_config.ctx as its first
- * argument. Only scan is required.
+ * argument. scan and hold are required.
  */
 struct scanq_hooks {
 	/* the scan itself (scanq_scan.ctx is the queue's ctx) */
 	scanq_scan_fn *scan;
 	/*
-	 * Holds what a scan runs on until the scan ends, also when every
-	 * waiter gave up and was answered meanwhile, and may put the fleet
-	 * and mode of what it holds in place of the configured ones (the
-	 * daemon pins the configuration in force and scans with its
-	 * clamds). Runs on the scanner thread under the queue's lock; its
-	 * token goes to release().
+	 * What a scan runs on: the fleet and mode into *fleet and *mode,
+	 * held until the scan ends, also when every waiter gave up and was
+	 * answered meanwhile (the daemon pins the configuration in force
+	 * and scans with its clamds). Runs on the scanner thread under the
+	 * queue's lock; its token goes to release().
 	 */
 	void *(*hold)(void *ctx, struct cdp_fleet **fleet,
 		      enum scan_mode *mode);
@@ -279,11 +278,7 @@ struct scanq_hooks {
 };
 
 struct scanq_config {
-	struct cdp_fleet *fleet; /* the clamds the scanner asks */
-	enum scan_mode mode;
 	unsigned int threads; /* scanner threads, >= 1 */
-	int timeout_ms;	      /* deadline of one scan from its submission,
-			       * queueing and retry included */
 	uint64_t small_bytes; /* the small-file lane; 0: SCANQ_SMALL_BYTES */
 	unsigned int max_queued_per_uid; /* 0: SCANQ_MAX_QUEUED_PER_UID */
 	/* 0: max_queued_per_uid + threads */
@@ -296,17 +291,6 @@ struct scanq;
 
 /* Starts the scanner threads. 0 or negative errno. */
 int scanq_new(const struct scanq_config *cfg, struct scanq **out);
-
-/*
- * Replaces fleet, mode and timeout for scans starting from now on
- * (SIGHUP). Scans under way finish with the old ones: the caller keeps the
- * old fleet alive while a token of cfg->hold taken before this call is
- * held (or, without hold, until scanq_free).
- */
-void scanq_reconfigure_fleet(struct scanq *q, struct cdp_fleet *fleet,
-			     enum scan_mode mode, int timeout_ms);
-
-enum scan_mode scanq_mode(struct scanq *q);
 
 /* Whether the queue runs background scans (see the top). */
 bool scanq_background_possible(const struct scanq *q);
@@ -333,6 +317,12 @@ struct scan_request {
 		       * caller may close fd once submit returns */
 	uint64_t gen; /* vcache generation read before the scan */
 	uid_t uid;    /* whose queue the scan waits in (the opener) */
+	/*
+	 * The waiter's deadline from this submission, queueing and retry
+	 * included, > 0 (the scan_timeout of the configuration the request
+	 * was decided under).
+	 */
+	int timeout_ms;
 	/*
 	 * Not 0: the scan is nobody's in particular and waits in the shared
 	 * queue of that number (the caller numbers them) instead of uid's,

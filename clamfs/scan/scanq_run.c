@@ -164,6 +164,8 @@ static void run_job(struct scanq *q, struct scan_job *job,
 {
 	uint64_t start = 0, until;
 	struct scanq_attempt note = {.backend = -1};
+	struct cdp_fleet *fleet = NULL;
+	enum scan_mode mode = SCAN_MODE_FDPASS;
 	struct scanq_config cfg;
 	struct scanq_scan s;
 	void *held = NULL;
@@ -173,8 +175,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	pthread_mutex_lock(&q->lock);
 	cfg = q->cfg;
 	/* its waiters may all give up and be answered before it ends */
-	if (cfg.hooks.hold)
-		held = cfg.hooks.hold(cfg.ctx, &cfg.fleet, &cfg.mode);
+	held = cfg.hooks.hold(cfg.ctx, &fleet, &mode);
 	pthread_mutex_unlock(&q->lock);
 	memset(out, 0, sizeof(*out));
 	out->gen = job->gen;
@@ -202,9 +203,9 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		goto out;
 	s = (struct scanq_scan){
 		.ctx = cfg.ctx,
-		.fleet = cfg.fleet,
+		.fleet = fleet,
 		.note = &note,
-		.mode = cfg.mode,
+		.mode = mode,
 		.fd = job->fd,
 		.file = &job->file,
 		.cancel = job->cancel,

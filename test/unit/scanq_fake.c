@@ -21,6 +21,7 @@ struct fake fake = {
 };
 atomic_int total_done;
 int devnull = -1;
+int test_timeout_ms;
 struct fake_cache *known_cache;
 
 /*
@@ -201,6 +202,7 @@ int submit_fd(struct scanq *q, ino_t ino, off_t size, uid_t uid,
 {
 	struct vcache_file f = {.dev = 1, .ino = ino, .size = size};
 	struct scan_request r = {
+		.timeout_ms = test_timeout_ms,
 		.file = &f,
 		.fd = fd,
 		.uid = uid,
@@ -222,15 +224,27 @@ bool test_confirm(void *ctx, unsigned int how, int fd,
 	return how == CONFIRM_YES && fd >= 0;
 }
 
-struct scanq *new_queue_cfg(const struct scanq_config *cfg)
+/* What test queues run on without a hold of their own: nothing. */
+static void *no_fleet(void *ctx, struct cdp_fleet **fleet, enum scan_mode *mode)
+{
+	(void)ctx;
+	*fleet = NULL;
+	*mode = SCAN_MODE_FDPASS;
+	return NULL;
+}
+
+struct scanq *new_queue_cfg(const struct scanq_config *cfg, int timeout_ms)
 {
 	struct scanq_config c = *cfg;
 	struct scanq *q = NULL;
 
 	fake_reset();
+	test_timeout_ms = timeout_ms;
 	atomic_store(&total_done, 0);
 	/* the hooks requests ask for by their flags, with one context */
 	known_cache = NULL;
+	if (!c.hooks.hold)
+		c.hooks.hold = no_fleet;
 	if (!c.hooks.prepare)
 		c.hooks.prepare = count_prepare;
 	if (!c.hooks.confirm)
@@ -248,12 +262,11 @@ struct scanq *new_queue(unsigned int threads, int timeout_ms,
 {
 	struct scanq_config cfg = {
 		.threads = threads,
-		.timeout_ms = timeout_ms,
 		.hooks.scan = fake_scan,
 		.max_queued_per_uid = max_per_uid,
 	};
 
-	return new_queue_cfg(&cfg);
+	return new_queue_cfg(&cfg, timeout_ms);
 }
 
 int scanq_fake_setup(void **state)
@@ -340,6 +353,7 @@ int submit_bg(struct scanq *q, ino_t ino, off_t size, int64_t not_before,
 {
 	struct vcache_file f = {.dev = 1, .ino = ino, .size = size};
 	struct scan_request r = {
+		.timeout_ms = test_timeout_ms,
 		.file = &f,
 		.fd = devnull,
 		.shared_queue = BG_QUEUE,

@@ -53,6 +53,7 @@ struct twaiter {
 	uint64_t at_ms;
 };
 extern atomic_int total_done; /* done() calls since the queue was made */
+extern int test_timeout_ms;   /* the requests' deadline (new_queue_cfg) */
 extern int devnull;	      /* /dev/null, read-only: a file to scan */
 
 /* What count_prepare saw (the prepare tests). */
@@ -100,7 +101,8 @@ int submit(struct scanq *q, ino_t ino, off_t size, uid_t uid,
 	   struct twaiter *t);
 bool test_confirm(void *ctx, unsigned int how, int fd,
 		  const struct vcache_file *f);
-struct scanq *new_queue_cfg(const struct scanq_config *cfg);
+/* A queue with the test hooks where cfg has none; requests get timeout_ms. */
+struct scanq *new_queue_cfg(const struct scanq_config *cfg, int timeout_ms);
 struct scanq *new_queue(unsigned int threads, int timeout_ms,
 			unsigned int max_per_uid);
 int scanq_fake_setup(void **state);

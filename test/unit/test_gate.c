@@ -118,6 +118,15 @@ static void hold_scans(bool held)
 	pthread_mutex_unlock(&scan_gate.lock);
 }
 
+/* What the fake scanner runs on: nothing, no clamd is asked. */
+static void *no_fleet(void *ctx, struct cdp_fleet **fleet, enum scan_mode *mode)
+{
+	(void)ctx;
+	*fleet = NULL;
+	*mode = SCAN_MODE_FDPASS;
+	return NULL;
+}
+
 static void fake_scan(const struct scanq_scan *s, struct cdp_result *res)
 {
 	char head[8];
@@ -419,8 +428,8 @@ static int setup(void **state)
 {
 	static struct scanq_config qcfg = {
 		.threads = 2,
-		.timeout_ms = 10000,
 		.hooks.scan = fake_scan,
+		.hooks.hold = no_fleet,
 		.ctx = &fs,
 	};
 	struct generation *g;
@@ -449,6 +458,7 @@ static int setup(void **state)
 	fs.quarantine_fd = -1;
 	fs.kernel = &fake_kernel;
 	policy_init(&opts.policy);
+	opts.scan_timeout = 10; /* each request's deadline, seconds */
 	opts.policy.racy_window =
 		0; /* a stamp vouches at once: no waiting here */
 	opts.policy.racy_learn = false;

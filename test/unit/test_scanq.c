@@ -328,11 +328,10 @@ static void test_waiter_bound_counts_joins(void **state)
 {
 	struct scanq_config cfg = {
 		.threads = 1,
-		.timeout_ms = 10000,
 		.hooks.scan = fake_scan,
 		.max_waiters_per_uid = 3,
 	};
-	struct scanq *q = new_queue_cfg(&cfg);
+	struct scanq *q = new_queue_cfg(&cfg, 10000);
 	struct twaiter w[3], over, late, other[4];
 	struct scanq_counters cnt;
 
@@ -522,12 +521,11 @@ static void test_withdraw_last_waiter_of_queued_scan(void **state)
 {
 	struct scanq_config cfg = {
 		.threads = 1,
-		.timeout_ms = 10000,
 		.hooks.scan = fake_scan,
 		.max_queued_per_uid = 1,
 		.max_waiters_per_uid = 8,
 	};
-	struct scanq *q = new_queue_cfg(&cfg);
+	struct scanq *q = new_queue_cfg(&cfg, 10000);
 	struct twaiter gate, a, b, c, other;
 	struct scanq_counters cnt;
 
@@ -611,7 +609,10 @@ static void test_shared_queue_is_not_a_users(void **state)
 {
 	struct scanq *q = new_queue(1, 10000, 2);
 	struct vcache_file f = {.dev = 1, .size = 100};
-	struct scan_request r = {.file = &f, .uid = 1, .shared_queue = 1};
+	struct scan_request r = {.file = &f,
+				 .timeout_ms = test_timeout_ms,
+				 .uid = 1,
+				 .shared_queue = 1};
 	struct twaiter gate, shared[3], own[2], other;
 
 	(void)state;

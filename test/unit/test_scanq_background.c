@@ -134,6 +134,7 @@ static int submit_beside(struct scanq *q, ino_t ino, struct twaiter *t)
 {
 	struct vcache_file f = {.dev = 1, .ino = ino, .size = BIG};
 	struct scan_request r = {
+		.timeout_ms = test_timeout_ms,
 		.file = &f,
 		.fd = devnull,
 		.shared_queue = BG_QUEUE + 1,

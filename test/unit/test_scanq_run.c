@@ -4,7 +4,7 @@
  * back once, after every joiner's submit, before the scan), retries (how
  * many, and when not) with a scripted scanner, joins around a verdict
  * (never after the last decision, always while it is answered), the hold
- * on what a scan runs on across scanq_reconfigure_fleet, and verdicts
+ * on what a scan runs on across a reload, and verdicts
  * known before clamd is asked.
  */
 #include <errno.h>
@@ -30,6 +30,7 @@ static int submit_prepared(struct scanq *q, ino_t ino, uid_t uid,
 {
 	struct vcache_file f = {.dev = 1, .ino = ino, .size = 100};
 	struct scan_request r = {
+		.timeout_ms = test_timeout_ms,
 		.file = &f,
 		.fd = devnull,
 		.uid = uid,
@@ -354,11 +355,10 @@ static struct scanq *script_queue(int timeout_ms)
 {
 	struct scanq_config cfg = {
 		.threads = 1,
-		.timeout_ms = timeout_ms,
 		.hooks.scan = script_scan,
 	};
 
-	return new_queue_cfg(&cfg);
+	return new_queue_cfg(&cfg, timeout_ms);
 }
 
 /* A connection that broke once: one retry, and the verdict is clean. */
@@ -560,7 +560,6 @@ static void test_no_join_after_the_last_decision(void **state)
 {
 	struct scanq_config cfg = {
 		.threads = 1,
-		.timeout_ms = 300,
 		.hooks.scan = script_scan,
 		.hooks.observe = submit_in_the_gap,
 	};
@@ -570,7 +569,7 @@ static void test_no_join_after_the_last_decision(void **state)
 	script_reset(1, CDP_ERR_TIMEOUT);
 	script.outlive_limit = true;
 	atomic_store(&gap_submits, 0);
-	gap_q = new_queue_cfg(&cfg);
+	gap_q = new_queue_cfg(&cfg, 300);
 	twaiter_init(&a, false);
 	twaiter_init(&gap_b, false);
 	assert_int_equal(submit(gap_q, 242, 100, 1, &a), 0);
@@ -622,14 +621,6 @@ static void test_join_while_the_verdict_is_answered(void **state)
 
 static atomic_int holds, releases;
 
-static void *count_hold(void *arg, struct cdp_fleet **fleet,
-			enum scan_mode *mode)
-{
-	(void)arg, (void)fleet, (void)mode;
-	atomic_fetch_add(&holds, 1);
-	return &holds;
-}
-
 /* A hold on another configuration: the scan runs with its fleet and mode. */
 static char held_fleet;
 
@@ -650,22 +641,35 @@ static void count_release(void *ctx, void *token)
 	atomic_fetch_add(&releases, 1);
 }
 
-/*
- * scanq_reconfigure_fleet with one scan running and one queued: the running
- * scan keeps the fleet and mode it started with, the queued one starts with the
- * new ones but keeps the deadline of its submission; a scan submitted after
- * the call gets the new timeout. Every hold is released.
- */
-static void test_reconfigure_under_way(void **state)
+/* "The configuration in force" of in_force_hold: a reload replaces it. */
+static char fleet_a, fleet_b; /* never dereferenced by the scanner */
+static _Atomic(struct cdp_fleet *) in_force_fleet;
+static _Atomic(enum scan_mode) in_force_mode;
+
+static void *in_force_hold(void *ctx, struct cdp_fleet **fleet,
+			   enum scan_mode *mode)
 {
-	static char fleet_a, fleet_b; /* never dereferenced by the scanner */
+	(void)ctx;
+	*fleet = atomic_load(&in_force_fleet);
+	*mode = atomic_load(&in_force_mode);
+	atomic_fetch_add(&holds, 1);
+	return &holds;
+}
+
+/*
+ * A reload with one scan running and one queued: the running scan keeps
+ * the fleet and mode it started with, the queued one starts with the new
+ * ones but keeps the deadline it was submitted with; a request submitted
+ * under the new configuration has that one's (shorter) deadline. Each
+ * request's deadline is its own: the queue has none of its own to change.
+ * Every hold is released.
+ */
+static void test_reload_under_way(void **state)
+{
 	struct scanq_config cfg = {
 		.threads = 1,
-		.timeout_ms = 10000,
 		.hooks.scan = script_scan,
-		.fleet = (struct cdp_fleet *)&fleet_a,
-		.mode = SCAN_MODE_FDPASS,
-		.hooks.hold = count_hold,
+		.hooks.hold = in_force_hold,
 		.hooks.release = count_release,
 	};
 	struct scanq *q;
@@ -675,7 +679,9 @@ static void test_reconfigure_under_way(void **state)
 	(void)state;
 	atomic_store(&holds, 0);
 	atomic_store(&releases, 0);
-	q = new_queue_cfg(&cfg);
+	atomic_store(&in_force_fleet, (struct cdp_fleet *)&fleet_a);
+	atomic_store(&in_force_mode, SCAN_MODE_FDPASS);
+	q = new_queue_cfg(&cfg, 10000);
 	script_reset(0, CDP_ERR_NONE);
 	script.block = true;
 	twaiter_init(&run, false);
@@ -684,10 +690,11 @@ static void test_reconfigure_under_way(void **state)
 	assert_int_equal(submit(q, 400, 100, 1, &run), 0);
 	assert_true(script_wait_calls(1));
 	assert_int_equal(submit(q, 401, 100, 2, &queued), 0);
-	scanq_reconfigure_fleet(q, (struct cdp_fleet *)&fleet_b,
-				SCAN_MODE_STREAM, 300);
-	assert_int_equal(scanq_mode(q), SCAN_MODE_STREAM);
-	/* the new timeout: a scan submitted now expires while queued */
+	/* the reload: scans starting from now run on the new fleet */
+	atomic_store(&in_force_fleet, (struct cdp_fleet *)&fleet_b);
+	atomic_store(&in_force_mode, SCAN_MODE_STREAM);
+	/* a request decided under it: its 300 ms pass while queued */
+	test_timeout_ms = 300;
 	t0 = now_ms();
 	assert_int_equal(submit(q, 402, 100, 3, &late), 0);
 	assert_true(wait_done(&late, 3000));
@@ -713,19 +720,14 @@ static void test_reconfigure_under_way(void **state)
 }
 
 /*
- * The daemon's hold pins the configuration in force and scans with its
- * clamds, not with the fleet last configured: a reload between the two
- * must not leave a scan on a fleet nothing holds.
+ * A scan runs on what its hold gives (the daemon's pins the configuration
+ * in force and gives its clamds), and the hold is released once.
  */
 static void test_hold_gives_the_fleet(void **state)
 {
-	static char fleet_a;
 	struct scanq_config cfg = {
 		.threads = 1,
-		.timeout_ms = 10000,
 		.hooks.scan = script_scan,
-		.fleet = (struct cdp_fleet *)&fleet_a,
-		.mode = SCAN_MODE_FDPASS,
 		.hooks.hold = swap_hold,
 		.hooks.release = count_release,
 	};
@@ -735,7 +737,7 @@ static void test_hold_gives_the_fleet(void **state)
 	(void)state;
 	atomic_store(&holds, 0);
 	atomic_store(&releases, 0);
-	q = new_queue_cfg(&cfg);
+	q = new_queue_cfg(&cfg, 10000);
 	script_reset(0, CDP_ERR_NONE);
 	twaiter_init(&w, false);
 	assert_int_equal(submit(q, 410, 100, 1, &w), 0);
@@ -751,15 +753,16 @@ static void test_hold_gives_the_fleet(void **state)
 static int submit_known(struct scanq *q, ino_t ino, uint64_t tag,
 			struct fake_cache *c, struct twaiter *t)
 {
-	known_cache = c;
 	struct vcache_file f = {.dev = 1, .ino = ino, .size = 100};
 	struct scan_request r = {
+		.timeout_ms = test_timeout_ms,
 		.file = &f,
 		.tag = tag,
 		.fd = devnull,
 		.uid = 1,
 	};
 
+	known_cache = c;
 	return scanq_submit(q, &r, &t->w);
 }
 
@@ -830,6 +833,7 @@ static void test_known_not_asked_after_a_drop(void **state)
 	struct fake_cache c = {0};
 	struct vcache_file f = {.dev = 1, .ino = 263, .size = 100};
 	struct scan_request r = {
+		.timeout_ms = test_timeout_ms,
 		.file = &f,
 		.fd = devnull,
 		.shared_queue = BG_QUEUE,
@@ -870,7 +874,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_alone_not_retried),
 		cmocka_unit_test(test_no_join_after_the_last_decision),
 		cmocka_unit_test(test_join_while_the_verdict_is_answered),
-		cmocka_unit_test(test_reconfigure_under_way),
+		cmocka_unit_test(test_reload_under_way),
 		cmocka_unit_test(test_hold_gives_the_fleet),
 		cmocka_unit_test(test_verdict_known_since_the_submit),
 		cmocka_unit_test(test_known_not_asked_after_a_drop),
