@@ -294,15 +294,8 @@ static bool reload_describe(const struct generation *g,
  */
 static void publish(struct reload *r, struct generation *next)
 {
-	const struct clamfs_opts *n = gen_opts(next);
 	struct clamfs_fs *fs = r->fs;
 
-	__atomic_store_n(&fs->scan_on_close, n->scan_on_close,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->scan_ahead, n->scan_ahead, __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->scan_ahead_dirs, n->scan_ahead_dirs,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->store_ttl, config_store_ttl(n), __ATOMIC_RELAXED);
 	generations_publish(r->gens, next);
 	if (next->other_clamds) {
 		/*

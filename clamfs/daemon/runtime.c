@@ -86,7 +86,6 @@ static int check_store(struct runtime *rt, const struct clamfs_opts *opts)
 {
 	int ret;
 
-	rt->fs->store_ttl = config_store_ttl(opts);
 	if (!opts->verdict_store)
 		return 0;
 	if (!opts->version_check) {
@@ -179,9 +178,6 @@ struct runtime *runtime_prepare(struct clamfs_fs *fs, struct clamfs_opts *opts,
 		log_warn("scan_mode=path: clamd is sent the opened file "
 			 "(fdpass or stream), never its path, which users "
 			 "could change during the scan");
-	fs->scan_on_close = opts->scan_on_close;
-	fs->scan_ahead = opts->scan_ahead;
-	fs->scan_ahead_dirs = opts->scan_ahead_dirs;
 	if (opts->policy.on_infected == INFECTED_QUARANTINE) {
 		fs->quarantine_fd = open_quarantine(opts->quarantine_dir);
 		if (fs->quarantine_fd < 0)

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "creds.h"
 #include "log.h"
 #include "monotime.h"
@@ -89,10 +90,10 @@ static void remember(struct ahead *a, const char *rel, int64_t now)
 	a->recent_next = (a->recent_next + 1) % AHEAD_RECENT;
 }
 
-/* Whether a walk could give a verdict anybody keeps. */
-static bool walk_useful(struct clamfs_fs *fs)
+/* Whether a walk could give a verdict anybody keeps, as pin says. */
+static bool walk_useful(struct clamfs_fs *fs, struct generation *pin)
 {
-	return __atomic_load_n(&fs->store_ttl, __ATOMIC_RELAXED) &&
+	return config_store_ttl(gen_opts(pin)) &&
 	       scanq_background_possible(fs->scanq);
 }
 
@@ -111,14 +112,14 @@ static void forget_recent(struct ahead *a, const char *rel)
 	pthread_mutex_unlock(&a->lock);
 }
 
-void ahead_note_wait(struct ahead *a, int fd, const struct stat *st, uid_t uid,
-		     gid_t gid)
+void ahead_note_wait(struct ahead *a, struct generation *pin, int fd,
+		     const struct stat *st, uid_t uid, gid_t gid)
 {
 	char buf[PATH_MAX], *slash, *copy;
 	const char *rel;
 	int64_t now;
 
-	if (!a || !walk_useful(a->fs))
+	if (!a || !walk_useful(a->fs, pin))
 		return;
 	rel = fs_fd_path(a->fs, fd, buf, sizeof(buf));
 	if (!rel)
@@ -224,12 +225,19 @@ static bool pause_ms(struct ahead *a, unsigned int ms)
 
 static bool still_wanted(struct ahead *a)
 {
-	bool stopping;
+	struct generation *pin;
+	bool stopping, wanted;
 
 	pthread_mutex_lock(&a->lock);
 	stopping = a->stopping;
 	pthread_mutex_unlock(&a->lock);
-	return !stopping && fs_scan_ahead_dirs(a->fs) && walk_useful(a->fs);
+	if (stopping)
+		return false;
+	/* as configured now: a reload that turned walks off ends this one */
+	pin = fs_pin(a->fs);
+	wanted = gen_opts(pin)->scan_ahead_dirs && walk_useful(a->fs, pin);
+	gen_unpin(pin);
+	return wanted;
 }
 
 /* Asks for the scans of one directory's files, within the bounds. */

@@ -44,10 +44,11 @@ void ahead_stop(struct ahead *a);
 /*
  * The reader uid/gid waits for the scan of the file open at fd (stat
  * st): its directory is queued to be read ahead, unless it was lately or
- * the walk could not help (no cache, too few scanner threads). Never
- * blocks on the walk; costs a readlink.
+ * the walk could not help under the reader's configuration pin (no
+ * cache, too few scanner threads). Never blocks on the walk; costs a
+ * readlink.
  */
-void ahead_note_wait(struct ahead *a, int fd, const struct stat *st, uid_t uid,
-		     gid_t gid);
+void ahead_note_wait(struct ahead *a, struct generation *pin, int fd,
+		     const struct stat *st, uid_t uid, gid_t gid);
 
 #endif

@@ -363,7 +363,7 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 			pending_free(p);
 			return;
 		case VCACHE_MISS:
-			if (!stamp_store_hit(fs, fd, &f, &st))
+			if (!stamp_store_hit(fs, pin, fd, &f, &st))
 				break;
 			how = "allowed-stored-clean";
 			goto known_clean;
@@ -372,8 +372,8 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 
 	stats_inc(&fs->stats, STAT_SCANS_WAITED);
 	/* the files beside it are likely next: read its directory ahead */
-	if (st.quiet && !o->is_create && fs_scan_ahead_dirs(fs))
-		ahead_note_wait(fs->ahead, fd, &st.st, p->uid, p->gid);
+	if (st.quiet && !o->is_create && gen_opts(pin)->scan_ahead_dirs)
+		ahead_note_wait(fs->ahead, pin, fd, &st.st, p->uid, p->gid);
 	/* o does not outlive this call */
 	p->open = o->ops->keep(o);
 	if (!p->open) {

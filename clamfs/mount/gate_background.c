@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "creds.h"
 #include "fdpath.h"
 #include "procfd.h"
@@ -112,12 +113,15 @@ void background_after_close(struct clamfs_fs *fs, struct inode *inode, int fd)
 	bool ahead;
 	int rfd;
 
-	/* scan_on_close acts on what it finds; a scan ahead only tells */
-	ahead = !fs_scan_on_close(fs);
-	if (ahead &&
-	    (!fs_scan_ahead(fs) || !scanq_background_possible(fs->scanq)))
-		goto out;
+	/*
+	 * The configuration in force at the close: no request pinned one for
+	 * it. scan_on_close acts on what it finds; a scan ahead only tells.
+	 */
 	pin = fs_pin(fs);
+	ahead = !gen_opts(pin)->scan_on_close;
+	if (ahead && (!gen_opts(pin)->scan_ahead ||
+		      !scanq_background_possible(fs->scanq)))
+		goto out;
 	if (stamp_fd(fs, gen_policy(pin), fd, &st) != 0 ||
 	    !close_scan_wanted(fs, gen_policy(pin), fd, &st.st, ahead))
 		goto out;
@@ -183,7 +187,7 @@ static bool ahead_entry_wanted(struct clamfs_fs *fs, struct generation *pin,
 		return false;
 	stamp_key(st, &f);
 	return !vcache_knows(gen_vcache(pin), &f) &&
-	       !stamp_store_hit(fs, rfd, &f, st) &&
+	       !stamp_store_hit(fs, pin, rfd, &f, st) &&
 	       close_scan_wanted(fs, gen_policy(pin), rfd, &st->st, true);
 }
 
@@ -199,7 +203,7 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 	struct stat pst;
 
 	/* without a cache its verdict would be thrown away */
-	if (!__atomic_load_n(&fs->store_ttl, __ATOMIC_RELAXED)) {
+	if (!config_store_ttl(gen_opts(pin))) {
 		ret = -ENOTSUP;
 		goto out;
 	}

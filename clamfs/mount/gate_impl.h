@@ -92,8 +92,8 @@ void stamp_key(const struct stamp *s, struct vcache_file *f);
 bool stamp_settled(const struct stamp *s);
 bool stamp_quiet(struct inode *inode, int fd, const struct stat *st);
 bool stamp_unmoved(int fd, const struct stamp *st);
-bool stamp_store_hit(struct clamfs_fs *fs, int fd, const struct vcache_file *f,
-		     const struct stamp *st);
+bool stamp_store_hit(struct clamfs_fs *fs, struct generation *pin, int fd,
+		     const struct vcache_file *f, const struct stamp *st);
 /* Keeps a fresh verdict in the cache (and store) where trusted. */
 bool stamp_keep_verdict(struct pending *p, const struct scan_outcome *o);
 /*

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "fileid.h"
 #include "tsgrain.h"
 #include "writers.h"
@@ -172,7 +173,7 @@ static void maybe_store(struct pending *p, const struct scan_outcome *o,
 	int64_t since;
 
 	if (o->res.verdict != CDP_CLEAN ||
-	    !__atomic_load_n(&fs->store_ttl, __ATOMIC_RELAXED) ||
+	    !config_store_ttl(gen_opts(p->pin)) ||
 	    !store_label(fs, p->fd, &p->stamp.st, db, &since) ||
 	    o->started_ns <= since)
 		return;
@@ -186,21 +187,21 @@ static void maybe_store(struct pending *p, const struct scan_outcome *o,
  * in the cache: there it would live a whole TTL from now, not from the
  * scan.
  */
-bool stamp_store_hit(struct clamfs_fs *fs, int fd, const struct vcache_file *f,
-		     const struct stamp *st)
+bool stamp_store_hit(struct clamfs_fs *fs, struct generation *pin, int fd,
+		     const struct vcache_file *f, const struct stamp *st)
 {
+	unsigned int ttl = config_store_ttl(gen_opts(pin));
 	char db[VSTORE_DB_ID_MAX];
 	struct timespec now;
 	int64_t since;
 
-	if (!store_label(fs, fd, &st->st, db, &since) ||
+	if (!ttl || !store_label(fs, fd, &st->st, db, &since) ||
 	    !vcache_stamp_settled(f, st->taken_ns, st->window_ns))
 		return false;
 	clock_gettime(CLOCK_REALTIME, &now);
-	return vstore_lookup_clean(
-		fs->vstore, f, db,
-		__atomic_load_n(&fs->store_ttl, __ATOMIC_RELAXED),
-		(int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+	return vstore_lookup_clean(fs->vstore, f, db, ttl,
+				   (int64_t)now.tv_sec * 1000000000 +
+					   now.tv_nsec);
 }
 
 bool stamp_keep_verdict(struct pending *p, const struct scan_outcome *o)

@@ -100,13 +100,9 @@ struct clamfs_fs {
 	 */
 	const char *fd_root;
 	size_t fd_root_len;
-	bool scan_on_close;
-	bool scan_ahead;
-	bool scan_ahead_dirs;
-	struct ahead *ahead;	/* directories read ahead (ahead.h) */
-	int quarantine_fd;	/* -1 unless on_infected=quarantine */
-	struct vstore *vstore;	/* NULL without verdict_store= */
-	unsigned int store_ttl; /* cache_ttl in force, for the store */
+	struct ahead *ahead;   /* directories read ahead (ahead.h) */
+	int quarantine_fd;     /* -1 unless on_infected=quarantine */
+	struct vstore *vstore; /* NULL without verdict_store= */
 	struct scanq *scanq;
 	struct waitlist *waits; /* calls retried past a lease (lease_retry.h) */
 	struct dbwatch *dbwatch;
@@ -126,25 +122,6 @@ struct clamfs_fs {
 static inline struct generation *fs_pin(struct clamfs_fs *fs)
 {
 	return gen_pin(fs->gens);
-}
-
-/*
- * Settings a SIGHUP may replace while requests run, the current ones:
- * plain values, read once per use.
- */
-static inline bool fs_scan_on_close(struct clamfs_fs *fs)
-{
-	return __atomic_load_n(&fs->scan_on_close, __ATOMIC_RELAXED);
-}
-
-static inline bool fs_scan_ahead(struct clamfs_fs *fs)
-{
-	return __atomic_load_n(&fs->scan_ahead, __ATOMIC_RELAXED);
-}
-
-static inline bool fs_scan_ahead_dirs(struct clamfs_fs *fs)
-{
-	return __atomic_load_n(&fs->scan_ahead_dirs, __ATOMIC_RELAXED);
 }
 
 #endif

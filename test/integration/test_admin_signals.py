@@ -15,8 +15,9 @@ from clamfstest.mountinfo import mounted
 from adminutil import ini, wait_log
 from clamfstest.env import SLOW
 from clamfstest.wait import let_time_pass
-from scanutil import (delta, detections, mount_scan, put, stats, try_read,
-                      wait_detections)
+from scanutil import (delta, detections, mount_scan, put, released, stats,
+                      try_read, wait_detections)
+from clamfstest.wait import wait_for
 
 CLEAN = b"a clean file\n"
 
@@ -309,6 +310,45 @@ def test_sighup_daemonized_relative_config(admin, clamd):
     assert m.alive() and mounted(mnt)
     assert got == ("ok", clamd.eicar), \
         f"the reload did not apply on_infected=log: {got}"
+
+
+def _upload(m, name, data):
+    fd = os.open(m.m(name), os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, data)
+    os.close(fd)
+
+
+def test_sighup_switches_scan_on_close(admin, clamd):
+    """scan_on_close is read from the configuration a writer's close finds
+    in force: a reload turns it on for the next close, and off again."""
+    base, b, mnt = admin.dirs_bm()
+    cfg = os.path.join(base, "share.ini")
+    quiet = [("scan_ahead", "no")]  # no scan ahead at a close either
+    write_cfg(cfg, b, mnt, clamd, scan_more=quiet)
+    m = admin.start(["-f", "-o", f"config={cfg}"], mnt, b)
+    _upload(m, "before", clamd.eicar)
+    released(m)
+    assert stats(m.mnt)["close_scans"] == 0
+    assert detections(m) == []
+
+    write_cfg(cfg, b, mnt, clamd,
+              scan_more=quiet + [("scan_on_close", "yes")])
+    hup(m)
+    lines = wait_log(m, "SIGHUP: configuration reloaded")
+    assert len(lines) == 1 and "scan_on_close no->yes" in lines[0], lines
+    _upload(m, "after", clamd.eicar)
+    assert wait_for(lambda: stats(m.mnt)["close_scans"] == 1, 10), stats(m.mnt)
+    dets = wait_detections(m, 1)
+    assert [(d["event"], d["path"]) for d in dets] == [("close", "after")], \
+        dets
+
+    write_cfg(cfg, b, mnt, clamd, scan_more=quiet)
+    hup(m)
+    assert len(wait_log(m, "SIGHUP: configuration reloaded", count=2)) == 2
+    _upload(m, "again", clamd.eicar)
+    released(m)
+    assert stats(m.mnt)["close_scans"] == 1
+    assert len(detections(m)) == 1
 
 
 def test_sighup_many_reloads(admin, clamd):
