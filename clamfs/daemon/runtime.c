@@ -44,26 +44,6 @@ static void observe_scan(void *fs, uint64_t usec)
 	stats_observe_scan(&((struct clamfs_fs *)fs)->stats, usec);
 }
 
-/*
- * The scan queue's hold on what a scan runs on (scanq_config): the
- * configuration in force, whose clamds it asks.
- */
-static void *hold_generation(void *fs, struct cdp_fleet **fleet,
-			     enum scan_mode *mode)
-{
-	struct generation *pin = fs_pin(fs);
-
-	*fleet = gen_fleet(pin);
-	*mode = pin->mode;
-	return pin;
-}
-
-static void release_generation(void *fs, void *pin)
-{
-	(void)fs;
-	gen_unpin(pin);
-}
-
 /* 0 when any backend answers PING, else the last one's failure. */
 static int ping_any(struct cdp_fleet *fleet, struct cdp_result *res)
 {
@@ -313,8 +293,6 @@ int runtime_start(struct runtime *rt, int argc, char *argv[])
 		return ret;
 	qcfg.threads = opts->scan_threads;
 	qcfg.hooks.scan = scanner_clamd_scan;
-	qcfg.hooks.hold = hold_generation;
-	qcfg.hooks.release = release_generation;
 	qcfg.hooks.observe = observe_scan;
 	gate_scanq_hooks(&qcfg.hooks);
 	qcfg.ctx = rt->fs;

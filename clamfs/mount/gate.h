@@ -113,8 +113,9 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 
 /* The file is being modified through the mount. */
 /*
- * The scan queue's hooks that are the gate's (prepare, confirm, known),
- * into hooks; the queue's ctx must be the mount (struct clamfs_fs).
+ * The scan queue's hooks that are the gate's (hold, release, prepare,
+ * confirm, known), into hooks; the queue's ctx must be the mount
+ * (struct clamfs_fs).
  */
 void gate_scanq_hooks(struct scanq_hooks *hooks);
 

@@ -98,12 +98,14 @@ bool stamp_store_hit(struct clamfs_fs *fs, struct generation *pin, int fd,
 bool stamp_keep_verdict(struct pending *p, const struct scan_outcome *o);
 /*
  * The scan queue's hooks (scanq.h), ctx the mount: confirm for a scan
- * ahead and for a close scan, known for every scan.
+ * ahead and for a close scan, known for every scan (held: the pinned
+ * generation the scan runs on, gate_request.c's hold).
  */
 bool stamp_still_quiet(void *ctx, int fd, const struct vcache_file *f);
 bool stamp_close_quiet(void *ctx, int fd, const struct vcache_file *f);
-bool stamp_verdict_known(void *ctx, int fd, const struct vcache_file *f,
-			 uint64_t tag, struct cdp_result *res);
+bool stamp_verdict_known(void *ctx, void *held, int fd,
+			 const struct vcache_file *f, uint64_t tag,
+			 struct cdp_result *res);
 
 /* --- gate_act.c --- */
 

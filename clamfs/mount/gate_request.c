@@ -187,8 +187,30 @@ int pending_submit(struct pending *p)
 	return ret;
 }
 
+/*
+ * scanq_hooks.hold: a scan runs on the configuration in force when it
+ * starts, pinned until it ends, and asks its clamds.
+ */
+static void *hold_generation(void *ctx, struct cdp_fleet **fleet,
+			     enum scan_mode *mode)
+{
+	struct generation *pin = fs_pin(ctx);
+
+	*fleet = gen_fleet(pin);
+	*mode = pin->mode;
+	return pin;
+}
+
+static void release_generation(void *ctx, void *pin)
+{
+	(void)ctx;
+	gen_unpin(pin);
+}
+
 void gate_scanq_hooks(struct scanq_hooks *hooks)
 {
+	hooks->hold = hold_generation;
+	hooks->release = release_generation;
 	hooks->prepare = flush_writer_pages;
 	hooks->confirm = confirm_by_kind;
 	hooks->known = stamp_verdict_known;

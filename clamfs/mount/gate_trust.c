@@ -294,11 +294,13 @@ bool stamp_still_quiet(void *ctx, int fd, const struct vcache_file *f)
  * an infected one whose action moves the file: as on open, that is done
  * after a fresh scan.
  */
-bool stamp_verdict_known(void *ctx, int fd, const struct vcache_file *f,
-			 uint64_t tag, struct cdp_result *res)
+bool stamp_verdict_known(void *ctx, void *held, int fd,
+			 const struct vcache_file *f, uint64_t tag,
+			 struct cdp_result *res)
 {
 	struct clamfs_fs *fs = ctx;
-	struct generation *pin = fs_pin(fs);
+	/* the configuration the scan holds, in force when it started */
+	struct generation *pin = held;
 	const struct policy *pol = gen_policy(pin);
 	struct vcache *vc = gen_vcache(pin);
 	enum vcache_verdict v;
@@ -322,7 +324,6 @@ bool stamp_verdict_known(void *ctx, int fd, const struct vcache_file *f,
 		strlcpy(res->text, sig, sizeof(res->text));
 	known = true;
 out:
-	gen_unpin(pin);
 	return known;
 }
 

@@ -265,16 +265,18 @@ struct scanq_hooks {
 			const struct vcache_file *f);
 	/*
 	 * For every scan, on the scanner thread after confirm, right before
-	 * clamd is asked: whether the verdict for the file open at fd,
-	 * stamped f, with tag, is known by now (filled in res), as surely
-	 * as an open made at this instant would take it from the cache.
+	 * clamd is asked, with what hold() gave for the scan (held): whether
+	 * the verdict for the file open at fd, stamped f, with tag, is known
+	 * by now (filled in res), as surely as an open made at this instant
+	 * would take it from the cache.
 	 * Mostly a scan of the same file that ended just after the
 	 * submitter looked at the cache, too early for it to join. Then
 	 * clamd is not asked and every waiter gets that verdict, with
 	 * scan_outcome.known set.
 	 */
-	bool (*known)(void *ctx, int fd, const struct vcache_file *f,
-		      uint64_t tag, struct cdp_result *res);
+	bool (*known)(void *ctx, void *held, int fd,
+		      const struct vcache_file *f, uint64_t tag,
+		      struct cdp_result *res);
 };
 
 struct scanq_config {

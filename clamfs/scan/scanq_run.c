@@ -140,13 +140,13 @@ static bool confirmed(struct scanq *q, struct scan_job *job,
  * submitter looked at the cache before a scan of the same file ended and
  * submitted after it left the queue, too late to join it.
  */
-static bool known_already(struct scanq *q, struct scan_job *job,
+static bool known_already(struct scanq *q, struct scan_job *job, void *held,
 			  struct scan_outcome *out)
 {
 	struct cdp_result res = {0};
 
 	if (!q->cfg.hooks.known ||
-	    !q->cfg.hooks.known(q->cfg.ctx, job->fd, &job->file, job->tag,
+	    !q->cfg.hooks.known(q->cfg.ctx, held, job->fd, &job->file, job->tag,
 				&res) ||
 	    (res.verdict != CDP_CLEAN && res.verdict != CDP_INFECTED))
 		return false;
@@ -199,7 +199,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	}
 	if (!confirmed(q, job, out))
 		goto out;
-	if (known_already(q, job, out))
+	if (known_already(q, job, held, out))
 		goto out;
 	s = (struct scanq_scan){
 		.ctx = cfg.ctx,

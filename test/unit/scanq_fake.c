@@ -365,12 +365,13 @@ int submit_bg(struct scanq *q, ino_t ino, off_t size, int64_t not_before,
 	return scanq_submit(q, &r, &t->w);
 }
 
-bool fake_known(void *ctx, int fd, const struct vcache_file *f, uint64_t tag,
-		struct cdp_result *res)
+bool fake_known(void *ctx, void *held, int fd, const struct vcache_file *f,
+		uint64_t tag, struct cdp_result *res)
 {
 	struct fake_cache *c = known_cache;
 
 	(void)ctx;
+	(void)held;
 	assert_true(fd >= 0);
 	if (!c)
 		return false;

@@ -115,7 +115,7 @@ int count_prepare(void *ctx, uint64_t key);
 int64_t real_ns(void);
 int submit_bg(struct scanq *q, ino_t ino, off_t size, int64_t not_before,
 	      unsigned int confirm, struct twaiter *t);
-bool fake_known(void *ctx, int fd, const struct vcache_file *f, uint64_t tag,
-		struct cdp_result *res);
+bool fake_known(void *ctx, void *held, int fd, const struct vcache_file *f,
+		uint64_t tag, struct cdp_result *res);
 
 #endif

@@ -118,15 +118,6 @@ static void hold_scans(bool held)
 	pthread_mutex_unlock(&scan_gate.lock);
 }
 
-/* What the fake scanner runs on: nothing, no clamd is asked. */
-static void *no_fleet(void *ctx, struct cdp_fleet **fleet, enum scan_mode *mode)
-{
-	(void)ctx;
-	*fleet = NULL;
-	*mode = SCAN_MODE_FDPASS;
-	return NULL;
-}
-
 static void fake_scan(const struct scanq_scan *s, struct cdp_result *res)
 {
 	char head[8];
@@ -429,7 +420,6 @@ static int setup(void **state)
 	static struct scanq_config qcfg = {
 		.threads = 2,
 		.hooks.scan = fake_scan,
-		.hooks.hold = no_fleet,
 		.ctx = &fs,
 	};
 	struct generation *g;
@@ -473,7 +463,8 @@ static int setup(void **state)
 	g->detect = shared_new(det, NULL);
 	if (generations_new(g, &fs.gens) != 0)
 		return -1;
-	/* the gate's own hooks, as the daemon's queue has them */
+	/* the gate's own hooks, as the daemon's queue has them (its hold
+	 * pins the test's generation, whose fleet is none) */
 	gate_scanq_hooks(&qcfg.hooks);
 	return scanq_new(&qcfg, &fs.scanq);
 }
