@@ -269,6 +269,13 @@ void scanq_free(struct scanq *q)
  * A waiter the reaper claimed (its deadline passed) may already be
  * detached: the job is not touched before the claim either.
  */
+/* One waiter less who cares for job: the last one's going cancels it. */
+static void lose_interest(struct scan_job *job)
+{
+	if (atomic_fetch_sub(&job->interested, 1) == 1)
+		cdp_cancel_trigger(job->cancel);
+}
+
 static void withdraw(struct scan_waiter *w, struct scan_job *job)
 {
 	struct scanq *q;
@@ -276,8 +283,7 @@ static void withdraw(struct scan_waiter *w, struct scan_job *job)
 	if (atomic_exchange(&w->withdrawing, true))
 		return;
 	q = job->q;
-	if (atomic_fetch_sub(&job->interested, 1) == 1)
-		cdp_cancel_trigger(job->cancel);
+	lose_interest(job);
 	atomic_store_explicit(&w->withdrawn, true, memory_order_release);
 	/* the reaper answers w, and ends a queued job nobody waits for */
 	atomic_store(&q->withdrawals, true);
@@ -333,24 +339,12 @@ bool scanq_background_room(struct scanq *q, uid_t uid,
 	return room;
 }
 
-int scanq_submit(struct scanq *q, const struct scan_request *r,
-		 struct scan_waiter *w)
+/* Under q->lock: the scan in flight r may join, or NULL. */
+static struct scan_job *joinable(struct job_list *bucket,
+				 const struct scan_request *r)
 {
-	struct job_list *bucket = bucket_of(q, r->file);
-	struct scan_job *job = NULL, *fresh;
-	struct scan_ticket *spare, *t;
-	struct scanq_user *u = NULL;
-	bool wake = false, full_waiters = false;
-	int ret = 0, fresh_err;
+	struct scan_job *job;
 
-	if (r->timeout_ms <= 0)
-		return -EINVAL;
-	if (atomic_load(&w->interrupted))
-		return -EINTR;
-	/* allocated outside the lock; freed again if unused */
-	fresh = job_new(q, r, &fresh_err);
-	spare = calloc(1, sizeof(*spare));
-	pthread_mutex_lock(&q->lock);
 	LIST_FOREACH (job, bucket, map_link) {
 		/*
 		 * A scan under way may have read the file before the joiner's
@@ -360,8 +354,151 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		if (vcache_file_same(&job->file, r->file) &&
 		    job->tag == r->tag &&
 		    (job->queued || (!job->prepare && !r->prepare)))
-			break;
+			return job;
 	}
+	return NULL;
+}
+
+/*
+ * Under q->lock: whether u may have another waiter, on job (NULL: a scan
+ * of its own). -EAGAIN, *full_waiters telling which bound, when not.
+ */
+static int admit(struct scanq *q, struct scanq_user *u, struct scan_job *job,
+		 bool *full_waiters)
+{
+	if (!job && u->queued >= queue_bound(q, u)) {
+		if (u->background)
+			q->counters.background_dropped++;
+		else
+			q->counters.rejected++;
+		return -EAGAIN;
+	}
+	/*
+	 * Every waiter holds the opener's descriptor and request, joined or
+	 * not: a uid gets no more of them than scans of distinct files
+	 * would give it.
+	 */
+	if (u->waiters >= q->cfg.max_waiters_per_uid) {
+		q->counters.rejected_waiters++;
+		*full_waiters = true;
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+/*
+ * Under q->lock: u's ticket on job, which r joins: its own uid's place (a
+ * joiner is served no later than its own submit would have been: the
+ * scan starts at whichever of its tickets comes first), beyond
+ * max_queued_per_uid too, as it is bounded as a waiter. Takes *spare if
+ * it needs a ticket; NULL when it needs one and there is none.
+ */
+static struct scan_ticket *join_job(struct scanq *q, struct scan_job *job,
+				    struct scanq_user *u,
+				    const struct scan_request *r,
+				    struct scan_ticket **spare)
+{
+	struct scan_ticket *t = ticket_of(job, u->key);
+
+	if (!t) {
+		if (!*spare)
+			return NULL;
+		t = *spare;
+		*spare = NULL;
+		t->job = job;
+		t->user = u;
+		t->next = job->tickets;
+		job->tickets = t;
+	}
+	if (job->queued && !t->queued) {
+		ticket_enqueue(q, t);
+		/* a background scan no thread would take may now go */
+		if (job->background_only && !u->background)
+			lanes_wake_for(q, job, u);
+	}
+	if (!r->background) {
+		job->background_only = false;
+		/* now somebody waits for it: no background scan beside */
+		if (job->counts_bg && !job->counts_fg) {
+			job->counts_fg = true;
+			q->running_fg++;
+		}
+	}
+	/* the scan thread reads it after taking the job, under lock */
+	if (r->prepare && !job->prepare) {
+		job->prepare = true;
+		job->prepare_key = r->prepare_key;
+	}
+	q->counters.joined++;
+	return t;
+}
+
+/* Under q->lock: job, fresh, queued in u's lane with ticket t. */
+static void start_job(struct scanq *q, struct job_list *bucket,
+		      struct scan_job *job, struct scanq_user *u,
+		      struct scan_ticket *t, const struct scan_request *r)
+{
+	t->job = job;
+	t->user = u;
+	job->tickets = t;
+	/* deadline and lane as submitted now, not when allocated */
+	job->deadline_us = mono_usec() + (uint64_t)r->timeout_ms * 1000;
+	job->lane = (uint64_t)r->file->size <= q->cfg.small_bytes ? LANE_SMALL
+								  : LANE_BIG;
+	LIST_INSERT_HEAD(bucket, job, map_link);
+	job->in_map = true;
+	TAILQ_INSERT_TAIL(&q->live, job, live_link);
+	q->counters.live++;
+	job->queued = true;
+	q->counters.queued++;
+	ticket_enqueue(q, t);
+	lanes_wake_for(q, job, u);
+}
+
+/*
+ * Under q->lock: w waits for job with u's ticket t, with its own
+ * deadline, whoever else waits for the scan. Whether the reaper must
+ * wake sooner.
+ */
+static bool add_waiter(struct scanq *q, struct scan_job *job,
+		       struct scan_ticket *t, struct scanq_user *u,
+		       struct scan_waiter *w, const struct scan_request *r)
+{
+	bool wake;
+
+	w->deadline_us = mono_usec() + (uint64_t)r->timeout_ms * 1000;
+	w->ticket = t;
+	t->waiters++;
+	u->waiters++;
+	w->next = job->waiters;
+	job->waiters = w;
+	wake = w->deadline_us < q->reap_at;
+	atomic_store(&w->job, job);
+	/* an interrupt that came before w->job was visible found no job */
+	if (atomic_load(&w->interrupted))
+		withdraw(w, job);
+	return wake;
+}
+
+int scanq_submit(struct scanq *q, const struct scan_request *r,
+		 struct scan_waiter *w)
+{
+	struct job_list *bucket = bucket_of(q, r->file);
+	struct scan_job *job, *fresh;
+	struct scan_ticket *spare, *t;
+	struct scanq_user *u = NULL;
+	bool wake = false, full_waiters = false;
+	int ret, fresh_err;
+
+	if (r->timeout_ms <= 0)
+		return -EINVAL;
+	if (atomic_load(&w->interrupted))
+		return -EINTR;
+	/* allocated outside the lock; freed again if unused */
+	fresh = job_new(q, r, &fresh_err);
+	spare = calloc(1, sizeof(*spare));
+	pthread_mutex_lock(&q->lock);
+	job = joinable(bucket, r);
 	u = user_get(q, queue_key(r->uid, r->shared_queue));
 	if (!u) {
 		ret = -ENOMEM;
@@ -377,108 +514,29 @@ int scanq_submit(struct scanq *q, const struct scan_request *r,
 		job_unmap(job);
 		job = NULL;
 	}
-	if (!job && u->queued >= queue_bound(q, u)) {
-		if (u->background)
-			q->counters.background_dropped++;
-		else
-			q->counters.rejected++;
-		ret = -EAGAIN;
-		goto out;
-	}
-	/*
-	 * Every waiter holds the opener's descriptor and request, joined or
-	 * not: a uid gets no more of them than scans of distinct files
-	 * would give it.
-	 */
-	if (u->waiters >= q->cfg.max_waiters_per_uid) {
-		if (job && atomic_fetch_sub(&job->interested, 1) == 1)
-			cdp_cancel_trigger(job->cancel);
-		q->counters.rejected_waiters++;
-		full_waiters = true;
-		ret = -EAGAIN;
-		goto out;
-	}
+	ret = admit(q, u, job, &full_waiters);
+	if (ret)
+		goto lost;
 	if (job) {
-		/*
-		 * Its own uid's place: a joiner is served no later than its
-		 * own submit would have been (the scan starts at whichever of
-		 * its tickets comes first), beyond max_queued_per_uid too:
-		 * it is bounded as a waiter.
-		 */
-		t = ticket_of(job, u->key);
-		if (!t && !spare) {
-			if (atomic_fetch_sub(&job->interested, 1) == 1)
-				cdp_cancel_trigger(job->cancel);
-			ret = -ENOMEM;
-			goto out;
-		}
-		if (!t) {
-			t = spare;
-			spare = NULL;
-			t->job = job;
-			t->user = u;
-			t->next = job->tickets;
-			job->tickets = t;
-		}
-		if (job->queued && !t->queued) {
-			ticket_enqueue(q, t);
-			/* a background scan no thread would take may now go */
-			if (job->background_only && !u->background)
-				lanes_wake_for(q, job, u);
-		}
-		if (!r->background) {
-			job->background_only = false;
-			/* now somebody waits for it: no background scan beside
-			 */
-			if (job->counts_bg && !job->counts_fg) {
-				job->counts_fg = true;
-				q->running_fg++;
-			}
-		}
-		/* the scan thread reads it after taking the job, under lock */
-		if (r->prepare && !job->prepare) {
-			job->prepare = true;
-			job->prepare_key = r->prepare_key;
-		}
-		q->counters.joined++;
-		goto join;
-	}
-	if (!fresh || !spare) {
+		t = join_job(q, job, u, r, &spare);
+		ret = t ? 0 : -ENOMEM;
+		if (ret)
+			goto lost;
+	} else if (fresh && spare) {
+		job = fresh;
+		t = spare;
+		fresh = NULL;
+		spare = NULL;
+		start_job(q, bucket, job, u, t, r);
+	} else {
 		ret = fresh ? -ENOMEM : fresh_err;
 		goto out;
 	}
-	job = fresh;
-	fresh = NULL;
-	t = spare;
-	spare = NULL;
-	t->job = job;
-	t->user = u;
-	job->tickets = t;
-	/* deadline and lane as configured now, not when allocated */
-	job->deadline_us = mono_usec() + (uint64_t)r->timeout_ms * 1000;
-	job->lane = (uint64_t)r->file->size <= q->cfg.small_bytes ? LANE_SMALL
-								  : LANE_BIG;
-	LIST_INSERT_HEAD(bucket, job, map_link);
-	job->in_map = true;
-	TAILQ_INSERT_TAIL(&q->live, job, live_link);
-	q->counters.live++;
-	job->queued = true;
-	q->counters.queued++;
-	ticket_enqueue(q, t);
-	lanes_wake_for(q, job, u);
-join:
-	/* its own deadline, whoever else waits for the scan */
-	w->deadline_us = mono_usec() + (uint64_t)r->timeout_ms * 1000;
-	w->ticket = t;
-	t->waiters++;
-	u->waiters++;
-	w->next = job->waiters;
-	job->waiters = w;
-	wake = w->deadline_us < q->reap_at;
-	atomic_store(&w->job, job);
-	/* an interrupt that came before w->job was visible found no job */
-	if (atomic_load(&w->interrupted))
-		withdraw(w, job);
+	wake = add_waiter(q, job, t, u, w, r);
+	goto out;
+lost:
+	if (job)
+		lose_interest(job);
 out:
 	if (ret && u)
 		user_put(u);
