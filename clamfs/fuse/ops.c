@@ -17,7 +17,8 @@
  * cannot carry them (Linux < 6.9, libfuse < 3.17). Written data then sits
  * in the kernel until written back, unseen by the backend and a scanner:
  * the gate has it written back before it scans for another open
- * (gate.c), and every writer's close writes it back before its release.
+ * (gate_request.c), and every writer's close writes it back before its
+ * release.
  * With passthrough, writes reach the backend at once anyway.
  */
 static void writeback_negotiate(struct clamfs_fs *fs,

@@ -78,11 +78,6 @@ struct gate_open {
 	bool as_reader;
 };
 
-/*
- * Decides an open, or a create, of the backend file open at fd: allowed,
- * refused, or later once scanned; the answer goes through o's ops. Takes
- * ownership of fd.
- */
 /* Whether an open with open(2)'s flags may read, or write, the file. */
 static inline bool gate_may_read(int flags)
 {
@@ -94,6 +89,11 @@ static inline bool gate_may_write(int flags)
 	return (flags & O_ACCMODE) != O_RDONLY;
 }
 
+/*
+ * Decides an open, or a create, of the backend file open at fd: allowed,
+ * refused, or later once scanned; the answer goes through o's ops. Takes
+ * ownership of fd.
+ */
 void gate_open(struct clamfs_fs *fs, struct gate_open *o, struct inode *inode,
 	       int fd);
 
@@ -111,7 +111,6 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags);
 int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 			  off_t *bytes);
 
-/* The file is being modified through the mount. */
 /*
  * The scan queue's hooks that are the gate's (hold, release, prepare,
  * confirm, known), into hooks; the queue's ctx must be the mount
@@ -119,6 +118,7 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
  */
 void gate_scanq_hooks(struct scanq_hooks *hooks);
 
+/* The file is being modified through the mount. */
 void gate_note_write(struct clamfs_fs *fs, struct inode *inode);
 
 /*

@@ -6,6 +6,7 @@
  */
 #include "gate_impl.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -85,6 +86,8 @@ struct pending *pending_new(struct clamfs_fs *fs, struct generation *pin,
 
 bool pending_room(struct clamfs_fs *fs, enum gate_kind kind)
 {
+	/* only a shared queue's: an opener's is by uid */
+	assert(kind_rules[kind].queue != QUEUE_OPENERS);
 	return scanq_background_room(fs->scanq, 0, kind_rules[kind].queue);
 }
 

@@ -231,10 +231,12 @@ struct scanq_hooks {
 	scanq_scan_fn *scan;
 	/*
 	 * What a scan runs on: the fleet and mode into *fleet and *mode,
-	 * held until the scan ends, also when every waiter gave up and was
-	 * answered meanwhile (the daemon pins the configuration in force
-	 * and scans with its clamds). Runs on the scanner thread under the
-	 * queue's lock; its token goes to release().
+	 * taken after prepare and confirm, right before known and clamd,
+	 * and held until the scan ends, also when every waiter gave up and
+	 * was answered meanwhile (the daemon pins the configuration in
+	 * force and scans with its clamds). Runs on the scanner thread
+	 * under the queue's lock; its token goes to release() (a scan that
+	 * ended before, e.g. dropped by confirm, takes none).
 	 */
 	void *(*hold)(void *ctx, struct cdp_fleet **fleet,
 		      enum scan_mode *mode);
@@ -318,7 +320,8 @@ struct scan_request {
 		       * it); scanq_submit keeps a duplicate, so the
 		       * caller may close fd once submit returns */
 	uint64_t gen; /* vcache generation read before the scan */
-	uid_t uid;    /* whose queue the scan waits in (the opener) */
+	uid_t uid;    /* whose queue the scan waits in (the opener),
+		       * unless shared_queue says another */
 	/*
 	 * The waiter's deadline from this submission, queueing and retry
 	 * included, > 0 (the scan_timeout of the configuration the request
@@ -343,7 +346,7 @@ struct scan_request {
 	unsigned int confirm;
 	/*
 	 * Nobody waits for this scan yet (scanning ahead of a reader): it
-	 * waits in uid's queue behind every other scan (see the top), at
+	 * waits in its queue behind every other scan (see the top), at
 	 * most SCANQ_MAX_QUEUED_BACKGROUND of them, and while nobody else
 	 * joins it, it does not start before not_before_ns (CLOCK_REALTIME;
 	 * held back SCANQ_NOT_BEFORE_MAX_MS at most).
@@ -356,8 +359,8 @@ struct scan_request {
 	 * it may start while one scan somebody waits for runs (never while
 	 * a waited-for one is queued; two background scans at a time with
 	 * four general threads or more, else one), using the clamd threads
-	 * that reader leaves idle. Its uid's queue should hold only such
-	 * scans.
+	 * that reader leaves idle. Its queue (a shared one) should hold
+	 * only such scans.
 	 */
 	bool beside_one;
 };
@@ -366,7 +369,8 @@ struct scan_request {
  * Asks for a verdict. Joins the scan in flight for the same file, stamp
  * and tag if there is one. Returns 0 (w->done will be called exactly once,
  * from a queue thread), -EINTR when w was interrupted before it could
- * join, -EAGAIN when r->uid has max_queued_per_uid scans queued (and
+ * join, -EAGAIN when r's queue (r->uid's, or the shared one) has
+ * max_queued_per_uid scans queued (and
  * r starts a scan) or max_waiters_per_uid waiters already, or negative
  * errno. Never blocks.
  */

@@ -169,13 +169,11 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	struct scanq_config cfg;
 	struct scanq_scan s;
 	void *held = NULL;
-	bool asked = false, wake, retry, extend;
+	bool holding = false, asked = false, wake, retry, extend;
 	unsigned int tries = 0;
 
 	pthread_mutex_lock(&q->lock);
 	cfg = q->cfg;
-	/* its waiters may all give up and be answered before it ends */
-	held = cfg.hooks.hold(cfg.ctx, &fleet, &mode);
 	pthread_mutex_unlock(&q->lock);
 	memset(out, 0, sizeof(*out));
 	out->gen = job->gen;
@@ -199,6 +197,15 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	}
 	if (!confirmed(q, job, out))
 		goto out;
+	/*
+	 * What the scan runs on, from right before clamd is asked (after the
+	 * write-back, hold-back and confirm): known() reads the same. Held
+	 * to the end: its waiters may all give up and be answered first.
+	 */
+	pthread_mutex_lock(&q->lock);
+	held = cfg.hooks.hold(cfg.ctx, &fleet, &mode);
+	holding = true;
+	pthread_mutex_unlock(&q->lock);
 	if (known_already(q, job, held, out))
 		goto out;
 	s = (struct scanq_scan){
@@ -274,7 +281,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		cdp_cancel_want_fresh(job->cancel);
 	}
 out:
-	if (cfg.hooks.release)
+	if (holding && cfg.hooks.release)
 		cfg.hooks.release(cfg.ctx, held);
 	out->usec = asked ? mono_usec() - start : 0;
 	/* before job_finish(): whoever got the verdict sees the scan counted */

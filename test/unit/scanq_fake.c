@@ -23,6 +23,8 @@ atomic_int total_done;
 int devnull = -1;
 int test_timeout_ms;
 struct fake_cache *known_cache;
+char held_token;
+_Atomic(void *) known_held;
 
 /*
  * Prepare (the daemon's write-back of a writer's dirty pages): records
@@ -224,13 +226,13 @@ bool test_confirm(void *ctx, unsigned int how, int fd,
 	return how == CONFIRM_YES && fd >= 0;
 }
 
-/* What test queues run on without a hold of their own: nothing. */
+/* What test queues run on without a hold of their own: no fleet. */
 static void *no_fleet(void *ctx, struct cdp_fleet **fleet, enum scan_mode *mode)
 {
 	(void)ctx;
 	*fleet = NULL;
 	*mode = SCAN_MODE_FDPASS;
-	return NULL;
+	return &held_token;
 }
 
 struct scanq *new_queue_cfg(const struct scanq_config *cfg, int timeout_ms)
@@ -371,7 +373,7 @@ bool fake_known(void *ctx, void *held, int fd, const struct vcache_file *f,
 	struct fake_cache *c = known_cache;
 
 	(void)ctx;
-	(void)held;
+	atomic_store(&known_held, held);
 	assert_true(fd >= 0);
 	if (!c)
 		return false;

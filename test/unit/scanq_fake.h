@@ -83,6 +83,8 @@ struct fake_cache {
 	uint64_t tag_seen;
 };
 extern struct fake_cache *known_cache; /* fake_known's; NULL: none known */
+extern char held_token;		       /* what the default hold gives */
+extern _Atomic(void *) known_held;     /* what fake_known was last given */
 
 void fake_reset(void);
 void fake_scan(const struct scanq_scan *s, struct cdp_result *res);

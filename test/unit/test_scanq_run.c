@@ -802,6 +802,8 @@ static void test_verdict_known_since_the_submit(void **state)
 	assert_int_equal(late.o.res.verdict, CDP_CLEAN);
 	assert_int_equal(late.o.res.cat, CDP_ERR_NONE);
 	assert_true(late.o.known);
+	/* asked with what the scan holds (the queue's default hold) */
+	assert_ptr_equal(atomic_load(&known_held), &held_token);
 	assert_int_equal(late.o.started_ns, 0);
 	assert_int_equal(late.o.usec, 0);
 	assert_int_equal(c.tag_seen, 7);
