@@ -268,16 +268,107 @@ static enum unscanned decide_unscanned(struct gate_open *o,
 	return UNSCANNED_SCAN;
 }
 
+/*
+ * The open of a file the cache knows infected, as its policy says. Not
+ * one whose action moves the file: moving or deleting it takes a
+ * directory lock that a request waiting for this worker may hold, so a
+ * scanner thread does that, after a fresh scan (false: not answered).
+ */
+static bool answer_known_infected(struct clamfs_fs *fs, struct generation *pin,
+				  struct gate_open *o, struct inode *inode,
+				  int fd, const struct stamp *st,
+				  struct pending *p, const char *sig)
+{
+	const struct policy *pol = gen_policy(pin);
+	bool limits = act_is_limits(pol, sig);
+	int ret;
+
+	if (!limits && act_removes_file(pol->on_infected))
+		return false;
+	stats_inc(&fs->stats, STAT_CACHE_HITS);
+	ret = limits ? act_on_limits(fs, pin, p, "open", sig, true)
+		     : act_on_infected(fs, pin, p, "open", sig, true);
+	if (ret) {
+		if (!limits)
+			stats_inc(&fs->stats, STAT_DENIED);
+		refuse(o, inode, fd, ret);
+	} else {
+		allow_open(fs, pin, o, inode, fd, st);
+	}
+	pending_free(p);
+	return true;
+}
+
+/*
+ * A reader's open of a file nobody writes, answered by what the verdict
+ * cache or the store knows of its stamp: true once answered (p freed),
+ * false when a scan must decide.
+ */
+static bool answer_known(struct clamfs_fs *fs, struct generation *pin,
+			 struct gate_open *o, struct inode *inode, int fd,
+			 const struct stamp *st, struct pending *p)
+{
+	const char *how = NULL;
+	char sig[CDP_TEXT_MAX];
+	struct vcache_file f;
+
+	stamp_key(st, &f);
+	switch (vcache_lookup(gen_vcache(pin), &f, sig, sizeof(sig))) {
+	case VCACHE_CLEAN:
+		how = "allowed-cached-clean";
+		break;
+	case VCACHE_INFECTED:
+		return answer_known_infected(fs, pin, o, inode, fd, st, p, sig);
+	case VCACHE_MISS:
+		if (!stamp_store_hit(fs, pin, fd, &f, st))
+			return false;
+		how = "allowed-stored-clean";
+		break;
+	}
+	stats_inc(&fs->stats, STAT_CACHE_HITS);
+	debug_open(fs, fd, how, p->pid, p->uid, NULL);
+	pending_free(p);
+	allow_open(fs, pin, o, inode, fd, st);
+	return true;
+}
+
+/* An open that waits for a scan: kept, then handed to the scan queue. */
+static void wait_for_scan(struct clamfs_fs *fs, struct generation *pin,
+			  struct gate_open *o, struct inode *inode, int fd,
+			  const struct stamp *st, struct pending *p)
+{
+	int ret;
+
+	stats_inc(&fs->stats, STAT_SCANS_WAITED);
+	/* the files beside it are likely next: read its directory ahead */
+	if (st->quiet && !o->is_create && gen_opts(pin)->scan_ahead_dirs)
+		ahead_note_wait(fs->ahead, pin, fd, &st->st, p->uid, p->gid);
+	/* o does not outlive gate_open's call */
+	p->open = o->ops->keep(o);
+	if (!p->open) {
+		pending_free(p);
+		refuse(o, inode, fd, ENOMEM);
+		return;
+	}
+	o = p->open;
+	/* registered first: a scan may finish before submit returns */
+	o->ops->on_interrupt(o, &p->w);
+	ret = pending_submit(p);
+	if (ret) {
+		o->ops->on_interrupt(o, NULL);
+		if (ret == -EINTR)
+			stats_inc(&fs->stats, STAT_INTERRUPTED);
+		pending_free(p);
+		refuse(o, inode, fd, -ret);
+	}
+}
+
 static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 			     struct gate_open *o, struct inode *inode, int fd)
 {
 	const struct policy *pol = gen_policy(pin);
-	char sig[CDP_TEXT_MAX];
-	struct vcache_file f;
 	struct pending *p;
-	const char *how;
 	struct stamp st;
-	bool limits;
 	int ret;
 
 	if (inode_type(inode) != S_IFREG) {
@@ -333,71 +424,8 @@ static void gate_open_pinned(struct clamfs_fs *fs, struct generation *pin,
 	p->uid = o->uid;
 	p->gid = o->gid;
 	/* anyone who may write makes any cached verdict untrustworthy */
-	if (st.quiet) {
-		stamp_key(&st, &f);
-		switch (vcache_lookup(gen_vcache(pin), &f, sig, sizeof(sig))) {
-		case VCACHE_CLEAN:
-			how = "allowed-cached-clean";
-			goto known_clean;
-		case VCACHE_INFECTED:
-			/*
-			 * Moving or deleting it takes a directory lock that a
-			 * request waiting for this worker may hold: a scanner
-			 * thread does that, after a fresh scan.
-			 */
-			limits = act_is_limits(pol, sig);
-			if (!limits && act_removes_file(pol->on_infected))
-				break;
-			stats_inc(&fs->stats, STAT_CACHE_HITS);
-			ret = limits ? act_on_limits(fs, pin, p, "open", sig,
-						     true)
-				     : act_on_infected(fs, pin, p, "open", sig,
-						       true);
-			if (ret) {
-				if (!limits)
-					stats_inc(&fs->stats, STAT_DENIED);
-				refuse(o, inode, fd, ret);
-			} else {
-				allow_open(fs, pin, o, inode, fd, &st);
-			}
-			pending_free(p);
-			return;
-		case VCACHE_MISS:
-			if (!stamp_store_hit(fs, pin, fd, &f, &st))
-				break;
-			how = "allowed-stored-clean";
-			goto known_clean;
-		}
-	}
-
-	stats_inc(&fs->stats, STAT_SCANS_WAITED);
-	/* the files beside it are likely next: read its directory ahead */
-	if (st.quiet && !o->is_create && gen_opts(pin)->scan_ahead_dirs)
-		ahead_note_wait(fs->ahead, pin, fd, &st.st, p->uid, p->gid);
-	/* o does not outlive this call */
-	p->open = o->ops->keep(o);
-	if (!p->open) {
-		pending_free(p);
-		refuse(o, inode, fd, ENOMEM);
-		return;
-	}
-	o = p->open;
-	/* registered first: a scan may finish before submit returns */
-	o->ops->on_interrupt(o, &p->w);
-	ret = pending_submit(p);
-	if (ret) {
-		o->ops->on_interrupt(o, NULL);
-		if (ret == -EINTR)
-			stats_inc(&fs->stats, STAT_INTERRUPTED);
-		pending_free(p);
-		refuse(o, inode, fd, -ret);
-	}
-	return;
-known_clean:
-	stats_inc(&fs->stats, STAT_CACHE_HITS);
-	debug_open(fs, fd, how, p->pid, p->uid, NULL);
-	pending_free(p);
-	allow_open(fs, pin, o, inode, fd, &st);
+	if (!st.quiet || !answer_known(fs, pin, o, inode, fd, &st, p))
+		wait_for_scan(fs, pin, o, inode, fd, &st, p);
 }
 
 /* The policy and cache it reads stay while pinned; a scan takes its own. */
