@@ -191,8 +191,8 @@ int pending_submit(struct pending *p)
 }
 
 /*
- * scanq_hooks.hold: a scan runs on the configuration in force when it
- * starts, pinned until it ends, and asks its clamds.
+ * scanq_hooks.hold: a scan runs on the configuration in force right
+ * before clamd is asked, pinned until it ends, and asks its clamds.
  */
 static void *hold_generation(void *ctx, struct cdp_fleet **fleet,
 			     enum scan_mode *mode)

@@ -299,7 +299,7 @@ bool stamp_verdict_known(void *ctx, void *held, int fd,
 			 struct cdp_result *res)
 {
 	struct clamfs_fs *fs = ctx;
-	/* the configuration the scan holds, in force when it started */
+	/* the configuration the scan holds: in force right before clamd */
 	struct generation *pin = held;
 	const struct policy *pol = gen_policy(pin);
 	struct vcache *vc = gen_vcache(pin);

@@ -261,6 +261,13 @@ void scanq_free(struct scanq *q)
 	free(q);
 }
 
+/* One waiter less who cares for job: the last one's going cancels it. */
+static void lose_interest(struct scan_job *job)
+{
+	if (atomic_fetch_sub(&job->interested, 1) == 1)
+		cdp_cancel_trigger(job->cancel);
+}
+
 /*
  * Lock-free: called from interrupt callbacks too. The job stays alive
  * while w is among its waiters (job_finish() answers w, and w's done() waits
@@ -269,13 +276,6 @@ void scanq_free(struct scanq *q)
  * A waiter the reaper claimed (its deadline passed) may already be
  * detached: the job is not touched before the claim either.
  */
-/* One waiter less who cares for job: the last one's going cancels it. */
-static void lose_interest(struct scan_job *job)
-{
-	if (atomic_fetch_sub(&job->interested, 1) == 1)
-		cdp_cancel_trigger(job->cancel);
-}
-
 static void withdraw(struct scan_waiter *w, struct scan_job *job)
 {
 	struct scanq *q;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The scan queue's threads: scanners, which take a job, hold what it runs
- * on, prepare and confirm it, ask the scanner (clamd) and retry or extend
- * it within its waiters' deadlines; and the reaper, which ends queued
- * jobs at their deadline or once nobody waits for them.
+ * The scan queue's threads: scanners, which take a job, prepare and
+ * confirm it, hold what it runs on, ask the scanner (clamd) and retry or
+ * extend it within its waiters' deadlines; and the reaper, which ends
+ * queued jobs at their deadline or once nobody waits for them.
  */
 #include "scanq_impl.h"
 
