@@ -223,21 +223,19 @@ static bool pause_ms(struct ahead *a, unsigned int ms)
 	return running;
 }
 
+/*
+ * Whether the walk goes on. A reload that turned walks off, or the cache
+ * off, ends it through scan_entry (-ENOTSUP), which reads the
+ * configuration in force for each entry anyway.
+ */
 static bool still_wanted(struct ahead *a)
 {
-	struct generation *pin;
-	bool stopping, wanted;
+	bool stopping;
 
 	pthread_mutex_lock(&a->lock);
 	stopping = a->stopping;
 	pthread_mutex_unlock(&a->lock);
-	if (stopping)
-		return false;
-	/* as configured now: a reload that turned walks off ends this one */
-	pin = fs_pin(a->fs);
-	wanted = gen_opts(pin)->scan_ahead_dirs && walk_useful(a->fs, pin);
-	gen_unpin(pin);
-	return wanted;
+	return !stopping && scanq_background_possible(a->fs->scanq);
 }
 
 /* Asks for the scans of one directory's files, within the bounds. */

@@ -105,8 +105,10 @@ void gate_release(struct clamfs_fs *fs, struct inode *inode, int fd, int flags);
  * next reader: only a regular file of up to 64 MiB that the policy would
  * scan, that no verdict is known for and that nobody writes. Its size
  * goes to *bytes. Returns 0 when asked, -EAGAIN when the background queue
- * is full (ask again later), -EMFILE when the inode table runs low, or
- * another negative errno when the entry is not worth a scan.
+ * is full (ask again later), -EMFILE when the inode table runs low,
+ * -ENOTSUP when the configuration in force wants no walk (scan_ahead_dirs
+ * off, or no verdict cache), or another negative errno when the entry is
+ * not worth a scan.
  */
 int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 			  off_t *bytes);

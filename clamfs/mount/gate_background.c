@@ -202,8 +202,12 @@ int gate_scan_ahead_entry(struct clamfs_fs *fs, int dir_fd, const char *name,
 	struct stamp st;
 	struct stat pst;
 
-	/* without a cache its verdict would be thrown away */
-	if (!config_store_ttl(gen_opts(pin))) {
+	/*
+	 * A reload turned walks off, or there is no cache to keep the
+	 * verdict in: the walk ends (ahead.h).
+	 */
+	if (!gen_opts(pin)->scan_ahead_dirs ||
+	    !config_store_ttl(gen_opts(pin))) {
 		ret = -ENOTSUP;
 		goto out;
 	}
