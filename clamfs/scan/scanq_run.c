@@ -166,21 +166,19 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	struct scanq_attempt note = {.backend = -1};
 	struct cdp_fleet *fleet = NULL;
 	enum scan_mode mode = SCAN_MODE_FDPASS;
-	struct scanq_config cfg;
+	/* set at scanq_new and never changed: read without the lock */
+	const struct scanq_config *cfg = &q->cfg;
 	struct scanq_scan s;
 	void *held = NULL;
 	bool holding = false, asked = false, wake, retry, extend;
 	unsigned int tries = 0;
 
-	pthread_mutex_lock(&q->lock);
-	cfg = q->cfg;
-	pthread_mutex_unlock(&q->lock);
 	memset(out, 0, sizeof(*out));
 	out->gen = job->gen;
 	out->tag = job->tag;
-	if (job->prepare && cfg.hooks.prepare &&
+	if (job->prepare && cfg->hooks.prepare &&
 	    !cdp_cancel_triggered(job->cancel)) {
-		int err = cfg.hooks.prepare(cfg.ctx, job->prepare_key);
+		int err = cfg->hooks.prepare(cfg->ctx, job->prepare_key);
 
 		if (err) {
 			scanq_result_fail(&out->res, CDP_ERR_LOCAL, -err,
@@ -203,13 +201,13 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	 * to the end: its waiters may all give up and be answered first.
 	 */
 	pthread_mutex_lock(&q->lock);
-	held = cfg.hooks.hold(cfg.ctx, &fleet, &mode);
+	held = cfg->hooks.hold(cfg->ctx, &fleet, &mode);
 	holding = true;
 	pthread_mutex_unlock(&q->lock);
 	if (known_already(q, job, held, out))
 		goto out;
 	s = (struct scanq_scan){
-		.ctx = cfg.ctx,
+		.ctx = cfg->ctx,
 		.fleet = fleet,
 		.note = &note,
 		.mode = mode,
@@ -240,7 +238,7 @@ static void run_job(struct scanq *q, struct scan_job *job,
 	start = mono_usec();
 	out->started_ns = realtime_ns();
 	for (;;) {
-		cfg.hooks.scan(&s, &out->res);
+		cfg->hooks.scan(&s, &out->res);
 		tries++;
 		if (cdp_cancel_triggered(job->cancel))
 			break;
@@ -281,12 +279,12 @@ static void run_job(struct scanq *q, struct scan_job *job,
 		cdp_cancel_want_fresh(job->cancel);
 	}
 out:
-	if (holding && cfg.hooks.release)
-		cfg.hooks.release(cfg.ctx, held);
+	if (holding && cfg->hooks.release)
+		cfg->hooks.release(cfg->ctx, held);
 	out->usec = asked ? mono_usec() - start : 0;
 	/* before job_finish(): whoever got the verdict sees the scan counted */
-	if (asked && cfg.hooks.observe)
-		cfg.hooks.observe(cfg.ctx, out->usec);
+	if (asked && cfg->hooks.observe)
+		cfg->hooks.observe(cfg->ctx, out->usec);
 }
 
 /*
